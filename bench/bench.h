@@ -1,0 +1,19 @@
+// Benchmarks run by `mixp bench`. Each prints a table whose speeds are ratios against a
+// baseline measured in the same run, interleaved with it, so that a noisy machine shows in
+// both and cancels out.
+#pragma once
+
+#include <cstdio>
+
+namespace mixp::bench {
+
+struct ConvertBenchOptions {
+  int mib = 64;   ///< size of the fp32 buffer
+  int reps = 10;  ///< timed repetitions of each kernel; the median is reported
+};
+
+/// Bulk conversion fp32 <-> f16, bf16, e4m3, e5m2 on every ISA path this CPU has, beside
+/// memcpy of the same fp32 buffer. GB/s counts the bytes read plus the bytes written.
+int run_convert(const ConvertBenchOptions& options, std::FILE* out);
+
+}  // namespace mixp::bench

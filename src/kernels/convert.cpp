@@ -1,0 +1,130 @@
+// mixp::convert: checks the arguments, then runs the best kernel the active ISA allows.
+#include "mixp/convert.h"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "kernels/convert_kernels.h"
+#include "mixp/cpu.h"
+#include "mixp/error.h"
+
+namespace mixp {
+namespace {
+
+template <typename Fn>
+struct Candidate {
+  Isa isa;
+  Fn fn;
+};
+
+// The candidates are listed best first and end with the reference.
+template <typename Fn>
+Fn pick(std::initializer_list<Candidate<Fn>> candidates) {
+  const Isa active = active_isa();
+  for (const Candidate<Fn>& c : candidates) {
+    if (c.isa <= active) return c.fn;
+  }
+  MIXP_ASSERT(false, "no conversion kernel for ISA ", name_of(active));
+  return nullptr;
+}
+
+template <typename Src, typename Dst>
+void check_sizes(const char* op, std::span<Src> src, std::span<Dst> dst) {
+  MIXP_CHECK(src.size() == dst.size(), op, ": source has ", src.size(),
+             " elements but destination has ", dst.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(src.data());
+  const auto* d = reinterpret_cast<const unsigned char*>(dst.data());
+  const bool disjoint = s + src.size_bytes() <= d || d + dst.size_bytes() <= s;
+  MIXP_CHECK(src.empty() || disjoint, op, ": source and destination overlap");
+}
+
+void check_scale(const char* op, const char* what, float scale) {
+  MIXP_CHECK(std::isfinite(scale) && scale > 0.0f, op, ": the ", what,
+             " must be finite and positive, got ", scale);
+}
+
+uint16_t* bits(std::span<float16> s) { return reinterpret_cast<uint16_t*>(s.data()); }
+uint16_t* bits(std::span<bfloat16> s) { return reinterpret_cast<uint16_t*>(s.data()); }
+uint8_t* bits(std::span<float8_e4m3> s) { return reinterpret_cast<uint8_t*>(s.data()); }
+uint8_t* bits(std::span<float8_e5m2> s) { return reinterpret_cast<uint8_t*>(s.data()); }
+const uint16_t* bits(std::span<const float16> s) { return reinterpret_cast<const uint16_t*>(s.data()); }
+const uint16_t* bits(std::span<const bfloat16> s) { return reinterpret_cast<const uint16_t*>(s.data()); }
+const uint8_t* bits(std::span<const float8_e4m3> s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+const uint8_t* bits(std::span<const float8_e5m2> s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+using namespace kernels;
+
+}  // namespace
+
+void convert(std::span<const float> src, std::span<float16> dst) {
+  check_sizes("convert f32->f16", src, dst);
+  pick<F32ToU16Fn>({{Isa::avx512, avx512::f32_to_f16}, {Isa::avx2, avx2::f32_to_f16},
+                    {Isa::scalar, ref::f32_to_f16}})(src.data(), bits(dst), src.size());
+}
+
+void convert(std::span<const float> src, std::span<bfloat16> dst) {
+  check_sizes("convert f32->bf16", src, dst);
+  pick<F32ToU16Fn>({{Isa::avx512_bf16, avx512_bf16::f32_to_bf16},
+                    {Isa::avx512, avx512::f32_to_bf16},
+                    {Isa::avx2, avx2::f32_to_bf16},
+                    {Isa::scalar, ref::f32_to_bf16}})(src.data(), bits(dst), src.size());
+}
+
+void convert(std::span<const float16> src, std::span<float> dst) {
+  check_sizes("convert f16->f32", src, dst);
+  pick<U16ToF32Fn>({{Isa::avx512, avx512::f16_to_f32}, {Isa::avx2, avx2::f16_to_f32},
+                    {Isa::scalar, ref::f16_to_f32}})(bits(src), dst.data(), src.size());
+}
+
+void convert(std::span<const bfloat16> src, std::span<float> dst) {
+  check_sizes("convert bf16->f32", src, dst);
+  pick<U16ToF32Fn>({{Isa::avx512, avx512::bf16_to_f32}, {Isa::avx2, avx2::bf16_to_f32},
+                    {Isa::scalar, ref::bf16_to_f32}})(bits(src), dst.data(), src.size());
+}
+
+void convert(std::span<const float> src, std::span<float8_e4m3> dst, float scale,
+             Overflow overflow) {
+  check_sizes("convert f32->e4m3", src, dst);
+  check_scale("convert f32->e4m3", "scale", scale);
+  pick<F32ToFp8Fn>({{Isa::avx512, avx512::f32_to_e4m3}, {Isa::scalar, ref::f32_to_e4m3}})(
+      src.data(), bits(dst), src.size(), scale, overflow);
+}
+
+void convert(std::span<const float> src, std::span<float8_e5m2> dst, float scale,
+             Overflow overflow) {
+  check_sizes("convert f32->e5m2", src, dst);
+  check_scale("convert f32->e5m2", "scale", scale);
+  pick<F32ToFp8Fn>({{Isa::avx512, avx512::f32_to_e5m2}, {Isa::scalar, ref::f32_to_e5m2}})(
+      src.data(), bits(dst), src.size(), scale, overflow);
+}
+
+void convert(std::span<const float8_e4m3> src, std::span<float> dst, float scale_inv) {
+  check_sizes("convert e4m3->f32", src, dst);
+  check_scale("convert e4m3->f32", "inverse scale", scale_inv);
+  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e4m3_to_f32}, {Isa::avx2, avx2::e4m3_to_f32},
+                    {Isa::scalar, ref::e4m3_to_f32}})(bits(src), dst.data(), src.size(), scale_inv);
+}
+
+void convert(std::span<const float8_e5m2> src, std::span<float> dst, float scale_inv) {
+  check_sizes("convert e5m2->f32", src, dst);
+  check_scale("convert e5m2->f32", "inverse scale", scale_inv);
+  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e5m2_to_f32}, {Isa::avx2, avx2::e5m2_to_f32},
+                    {Isa::scalar, ref::e5m2_to_f32}})(bits(src), dst.data(), src.size(), scale_inv);
+}
+
+void convert_stochastic(std::span<const float> src, std::span<bfloat16> dst,
+                        const PhiloxState& rng) {
+  check_sizes("convert_stochastic f32->bf16", src, dst);
+  // One Philox block gives the random words of four consecutive elements.
+  constexpr size_t kChunk = 1024;
+  uint32_t random[kChunk];
+  for (size_t start = 0; start < src.size(); start += kChunk) {
+    const size_t count = std::min(kChunk, src.size() - start);
+    philox_words(rng, start, random, count);
+    for (size_t i = 0; i < count; ++i) {
+      dst[start + i] = bfloat16::round_stochastic(src[start + i], random[i]);
+    }
+  }
+}
+
+}  // namespace mixp

@@ -1,0 +1,189 @@
+// The mixp command line, run as a user runs it: files in, files out, exit statuses.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mixp/cpu.h"
+#include "support/vectors.h"
+
+namespace mixp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mixp_cli_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // Runs `mixp ARGS < input`, with input given as text.
+  CliResult mixp(const std::string& args, const std::string& input = "") {
+    const fs::path in = dir_ / "stdin", out = dir_ / "stdout", err = dir_ / "stderr";
+    std::ofstream(in, std::ios::binary) << input;
+    const std::string command = std::string("'") + MIXP_CLI_PATH + "' " + args + " < '" +
+                                in.string() + "' > '" + out.string() + "' 2> '" + err.string() + "'";
+    const int raw = std::system(command.c_str());
+    CliResult r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+std::string input_column(const test::VectorFile& file, int digits) {
+  std::string s;
+  char buf[16];
+  for (const auto& line : file.lines) {
+    std::snprintf(buf, sizeof buf, "%0*x\n", digits, line.in);
+    s += buf;
+  }
+  return s;
+}
+
+std::string cli_name(const std::string& header_name) {
+  if (header_name == "fp32") return "f32";
+  if (header_name == "fp16") return "f16";
+  return header_name;
+}
+
+TEST_F(Cli, ConvertPassesEveryVectorFileOnEveryIsa) {
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) break;
+    for (const std::string& name : test::vector_file_names()) {
+      const test::VectorFile file = test::read_vectors(name);
+      const Format in = test::vector_format(file.in_name), out = test::vector_format(file.out_name);
+      std::string args = std::string("--isa ") + name_of(isa) + " convert --from " +
+                         cli_name(file.in_name) + " --to " + cli_name(file.out_name);
+      if (file.op.ends_with("_sat")) args += " --saturate";
+      const CliResult r = mixp(args, input_column(file, (in.total_bits() + 3) / 4));
+      ASSERT_EQ(r.status, 0) << args << ": " << r.err;
+      std::istringstream lines(r.out);
+      std::string got;
+      size_t i = 0, mismatches = 0;
+      while (std::getline(lines, got)) {
+        ASSERT_LT(i, file.lines.size()) << "too many output lines";
+        ASSERT_EQ(got.size(), size_t((out.total_bits() + 3) / 4)) << "width of '" << got << "'";
+        const uint32_t code = uint32_t(std::stoul(got, nullptr, 16));
+        if (!test::output_matches(out, file.nan_rule, file.lines[i].expected, code)) ++mismatches;
+        ++i;
+      }
+      EXPECT_EQ(i, file.lines.size()) << name;
+      EXPECT_EQ(mismatches, 0u) << name << " on " << name_of(isa);
+    }
+  }
+}
+
+TEST_F(Cli, ConvertStreamsManyLinesInOrder) {
+  // 300,000 lines: more than one read block and several conversion batches.
+  std::string input;
+  std::string expected;
+  char buf[32];
+  for (uint32_t i = 0; i < 300000; ++i) {
+    const uint32_t bits = i * 2654435761u;
+    std::snprintf(buf, sizeof buf, "%08x\n", bits);
+    input += buf;
+    std::snprintf(buf, sizeof buf, "%04x\n", unsigned(bfloat16(std::bit_cast<float>(bits)).bits));
+    expected += buf;
+  }
+  const CliResult r = mixp("convert --from f32 --to bf16", input);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.out == expected);
+}
+
+TEST_F(Cli, ConvertAcceptsCrlfUppercaseAndAMissingFinalNewline) {
+  const CliResult r = mixp("convert --from f16 --to f32", "3C00\r\n0001\r\n7bff");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "3f800000\n33800000\n477fe000\n");
+}
+
+TEST_F(Cli, ConvertBetweenAnyFormatsAndRoundings) {
+  // f16 1.5 -> e2m1 is exact; f32 0.3 -> e2m1 rounds to 0.5 (code 1); 7.0 saturates to 6.
+  CliResult r = mixp("convert --from f16 --to e2m1", "3e00\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "3\n");
+  r = mixp("convert --from f32 --to e2m1", "3e99999a\n40e00000\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n7\n");
+  // toward_zero to bf16 truncates: 0x3f80ffff -> 3f80.
+  r = mixp("convert --from f32 --to bf16 --rounding toward_zero", "3f80ffff\n");
+  EXPECT_EQ(r.out, "3f80\n");
+  // f16 saturation goes through the emulator.
+  r = mixp("convert --from f32 --to f16 --saturate", "7f800000\n");
+  EXPECT_EQ(r.out, "7bff\n");
+  // Stochastic rounding is reproducible for a seed.
+  const CliResult a = mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
+  const CliResult b = mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
+  EXPECT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(Cli, BadInputNamesTheLineAndExitsWithTwo) {
+  struct Case {
+    std::string args, input, message;
+  };
+  const Case cases[] = {
+      {"convert --from f32 --to f16", "3f800000\nzz800000\n", "line 2"},
+      {"convert --from f32 --to f16", "3f800000\n3f8000\n", "line 2"},
+      {"convert --from f16 --to f32", "3c00\n\n3c00\n", "line 2: empty line"},
+      {"convert --from e4m3 --to f32", "38\n380\n", "has 3 characters"},
+      {"convert --from e3m2 --to f32", "7f\n", "more than the 6 bits"},
+      {"convert --from f32 --to e2m1", "3f800000\n7fc00000\n", "line 2: encode: NaN"},
+      {"convert --from f32 --to fp7", "3f800000\n", "unknown format 'fp7'"},
+      {"convert --from f32", "", "--to"},
+      {"convert --from f32 --to f16 --rounding sideways", "", "unknown rounding"},
+      {"--isa sse9 convert --from f32 --to f16", "", "unknown ISA"},
+      {"frobnicate", "", ""},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = mixp(c.args, c.input);
+    EXPECT_EQ(r.status, 2) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
+  }
+  // The lines before the bad one are converted.
+  const CliResult r = mixp("convert --from f32 --to f16", "3f800000\n40000000\nbad\n");
+  EXPECT_EQ(r.out, "3c00\n4000\n");
+}
+
+TEST_F(Cli, FormatsPrintsEveryFormat) {
+  const CliResult r = mixp("formats");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* name : {"f64", "f32", "f16", "bf16", "e4m3", "e5m2", "e3m2", "e2m3", "e2m1"}) {
+    EXPECT_NE(r.out.find(std::string("\n") + name + " "), std::string::npos) << name;
+  }
+  EXPECT_NE(r.out.find("65504"), std::string::npos);
+  EXPECT_NE(r.out.find("448"), std::string::npos);
+  EXPECT_NE(r.out.find("57344"), std::string::npos);
+}
+
+TEST_F(Cli, HelpExitsWithZero) {
+  const CliResult r = mixp("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("convert"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mixp

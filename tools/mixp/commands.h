@@ -1,0 +1,25 @@
+// The subcommands of the mixp command line. Each returns the process exit status; errors are
+// reported as mixp::Error and turned into a message and status 2 by main().
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace mixp::cli {
+
+struct ConvertOptions {
+  std::string from;
+  std::string to;
+  bool saturate = false;
+  std::string rounding = "nearest_even";
+  uint64_t seed = 0;  ///< for --rounding stochastic
+};
+/// Reads one hex bit pattern per line from `in`, writes one converted pattern per line to `out`.
+int run_convert(const ConvertOptions& options, std::FILE* in, std::FILE* out);
+
+/// Prints the table of every format.
+int run_formats(std::FILE* out);
+
+}  // namespace mixp::cli

@@ -1,0 +1,79 @@
+// The mixp command line. Every error becomes a message on stderr and exit status 2.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "bench/bench.h"
+#include "commands.h"
+#include "mixp/cpu.h"
+#include "mixp/error.h"
+
+namespace {
+
+int main_checked(int argc, char** argv) {
+  CLI::App app{"mixp: mixed- and low-precision training"};
+  app.require_subcommand(1);
+  std::string isa_name;
+  app.add_option("--isa", isa_name,
+                 "highest instruction set for the kernels: scalar, avx2, avx512, avx512_bf16 "
+                 "(default: the best this CPU has; also MIXP_MAX_ISA)");
+
+  mixp::cli::ConvertOptions convert;
+  CLI::App* convert_cmd = app.add_subcommand(
+      "convert", "convert hex bit patterns, one per line, from stdin to stdout");
+  convert_cmd->add_option("--from", convert.from, "input format: f32, f16, bf16, e4m3, e5m2, "
+                                                  "or any format of 'mixp formats', or eXmY")
+      ->required();
+  convert_cmd->add_option("--to", convert.to, "output format, as --from")->required();
+  convert_cmd->add_flag("--saturate", convert.saturate,
+                        "overflow and infinities go to +-max instead of inf (or NaN for e4m3)");
+  convert_cmd->add_option("--rounding", convert.rounding,
+                          "nearest_even (default), toward_zero, up, down, stochastic, odd");
+  convert_cmd->add_option("--seed", convert.seed, "seed of --rounding stochastic (default 0)");
+
+  CLI::App* formats_cmd = app.add_subcommand("formats", "print the table of number formats");
+
+  CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
+  bench_cmd->require_subcommand(1);
+  mixp::bench::ConvertBenchOptions bench_convert;
+  CLI::App* bench_convert_cmd = bench_cmd->add_subcommand(
+      "convert", "bulk fp32 <-> fp16/bf16/fp8 conversion against memcpy, in GB/s");
+  bench_convert_cmd->add_option("--mib", bench_convert.mib, "buffer size in MiB (default 64)");
+  bench_convert_cmd->add_option("--reps", bench_convert.reps, "timed repetitions (default 10)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  if (isa_name.empty()) {
+    if (const char* env = std::getenv("MIXP_MAX_ISA")) isa_name = env;
+  }
+  std::optional<mixp::IsaLimit> isa_limit;
+  if (!isa_name.empty()) isa_limit.emplace(mixp::parse_isa(isa_name));
+
+  if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
+  if (*formats_cmd) return mixp::cli::run_formats(stdout);
+  if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return main_checked(argc, argv);
+  } catch (const mixp::Error& e) {
+    std::fprintf(stderr, "mixp: %s\n", e.is_internal() ? e.what() : e.message().c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mixp: %s\n", e.what());
+  }
+  return 2;
+}
