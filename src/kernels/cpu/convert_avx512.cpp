@@ -3,13 +3,53 @@
 // mixp/float_types.h lane by lane, which is exact whatever the FPU's FTZ/DAZ modes are.
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/convert_kernels.h"
 
 namespace mixp::kernels::avx512 {
 namespace {
 
-inline __mmask16 tail_mask(size_t remaining) {
-  return remaining >= 16 ? __mmask16(0xffff) : __mmask16((1u << remaining) - 1);
+// Runs step(i, mask, full) over blocks of 16 elements. Full blocks use plain loads and
+// stores, since masked ones are slow on some CPUs (AMD Zen 4); only the tail is masked.
+using Full = std::true_type;
+using Tail = std::false_type;
+template <typename Step>
+inline void for_each_block_of_16(size_t n, Step step) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) step(i, __mmask16(0xffff), Full{});
+  if (i < n) step(i, __mmask16((1u << (n - i)) - 1), Tail{});
+}
+
+template <typename Block>
+inline __m512 load_f32(const float* p, __mmask16 m, Block) {
+  if constexpr (Block::value) return _mm512_loadu_ps(p);
+  else return _mm512_maskz_loadu_ps(m, p);
+}
+template <typename Block>
+inline void store_f32(float* p, __mmask16 m, __m512 v, Block) {
+  if constexpr (Block::value) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, m, v);
+}
+template <typename Block>
+inline __m256i load_u16(const uint16_t* p, __mmask16 m, Block) {
+  if constexpr (Block::value) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  else return _mm256_maskz_loadu_epi16(m, p);
+}
+template <typename Block>
+inline void store_u16(uint16_t* p, __mmask16 m, __m256i v, Block) {
+  if constexpr (Block::value) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  else _mm256_mask_storeu_epi16(p, m, v);
+}
+template <typename Block>
+inline __m128i load_u8(const uint8_t* p, __mmask16 m, Block) {
+  if constexpr (Block::value) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  else return _mm_maskz_loadu_epi8(m, p);
+}
+template <typename Block>
+inline void store_u8(uint8_t* p, __mmask16 m, __m128i v, Block) {
+  if constexpr (Block::value) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  else _mm_mask_storeu_epi8(p, m, v);
 }
 
 // fp32 bits -> FP8 codes in the low byte of each lane; see round_f32_bits_to_narrow.
@@ -76,53 +116,61 @@ inline __m512i round_to_fp8(__m512i x, Overflow overflow) {
 template <int ExpBits, int ManBits, detail::SpecialCodes Specials>
 void f32_to_fp8(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow) {
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), vscale);
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m512 v = _mm512_mul_ps(load_f32(src + i, m, block), vscale);
     const __m512i code = round_to_fp8<ExpBits, ManBits, Specials>(_mm512_castps_si512(v), overflow);
-    _mm_mask_storeu_epi8(dst + i, m, _mm512_cvtepi32_epi8(code));
-  }
+    store_u8(dst + i, m, _mm512_cvtepi32_epi8(code), block);
+  });
 }
 
 }  // namespace
 
 void f32_to_f16(const float* src, uint16_t* dst, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m256i h =
-        _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_mask_storeu_epi16(dst + i, m, h);
-  }
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m256i h = _mm512_cvtps_ph(load_f32(src + i, m, block),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    store_u16(dst + i, m, h, block);
+  });
 }
 
 void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
-  }
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    store_f32(dst + i, m, _mm512_cvtph_ps(load_u16(src + i, m, block)), block);
+  });
 }
 
+namespace {
+// 16 fp32 patterns to bf16 patterns, one per 32-bit lane; see round_f32_bits_to_bf16.
+inline __m512i round_to_bf16(__m512i x) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_or_epi32(r, is_nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+}
+}  // namespace
+
 void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
-  const __m512i one = _mm512_set1_epi32(1);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512i x = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i));
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    r = _mm512_mask_or_epi32(r, is_nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-    _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(r));
+  // 32 a step: packus narrows per 128-bit lane, and the permute puts the quarters in order.
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i lo = round_to_bf16(_mm512_castps_si512(_mm512_loadu_ps(src + i)));
+    const __m512i hi = round_to_bf16(_mm512_castps_si512(_mm512_loadu_ps(src + i + 16)));
+    _mm512_storeu_si512(dst + i, _mm512_permutexvar_epi64(order, _mm512_packus_epi32(lo, hi)));
   }
+  for_each_block_of_16(n - i, [&](size_t j, __mmask16 m, auto block) {
+    const __m512i r = round_to_bf16(_mm512_castps_si512(load_f32(src + i + j, m, block)));
+    store_u16(dst + i + j, m, _mm512_cvtepi32_epi16(r), block);
+  });
 }
 
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512i x = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i));
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
-  }
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m512i x = _mm512_cvtepu16_epi32(load_u16(src + i, m, block));
+    store_f32(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), block);
+  });
 }
 
 void f32_to_e4m3(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow) {
@@ -137,9 +185,8 @@ void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
   // (code & 0x7f) << 7 read as fp16 is the E4M3 value times 2^-8, subnormals included, since
   // the two formats differ only in exponent bias (15 against 7) and width.
   const __m512 vscale = _mm512_set1_ps(scale_inv);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512i code = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m512i code = _mm512_cvtepu8_epi32(load_u8(src + i, m, block));
     const __m512i magnitude = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
     const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(code, 7), 31);
     const __m256i half_bits = _mm512_cvtepi32_epi16(_mm512_slli_epi32(magnitude, 7));
@@ -147,18 +194,17 @@ void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
     v = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7f)), v,
                                 _mm512_set1_epi32(0x7fc00000));
     const __m512 value = _mm512_castsi512_ps(_mm512_or_si512(v, sign));
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(value, vscale));
-  }
+    store_f32(dst + i, m, _mm512_mul_ps(value, vscale), block);
+  });
 }
 
 void e5m2_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
   // An E5M2 code is the top byte of the fp16 with the same value.
   const __m512 vscale = _mm512_set1_ps(scale_inv);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m256i half_bits = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, src + i)), 8);
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(_mm512_cvtph_ps(half_bits), vscale));
-  }
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m256i half_bits = _mm256_slli_epi16(_mm256_cvtepu8_epi16(load_u8(src + i, m, block)), 8);
+    store_f32(dst + i, m, _mm512_mul_ps(_mm512_cvtph_ps(half_bits), vscale), block);
+  });
 }
 
 }  // namespace mixp::kernels::avx512
