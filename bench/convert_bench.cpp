@@ -39,8 +39,8 @@ struct Kernel {
 int run_convert(const ConvertBenchOptions& options, std::FILE* out) {
   MIXP_CHECK(options.mib >= 1 && options.mib <= 4096, "bench convert: --mib must be 1..4096, got ",
              options.mib);
-  MIXP_CHECK(options.reps >= 1 && options.reps <= 1000, "bench convert: --reps must be 1..1000, got ",
-             options.reps);
+  MIXP_CHECK(options.reps >= 1 && options.reps <= 1000,
+             "bench convert: --reps must be 1..1000, got ", options.reps);
   const size_t n = size_t(options.mib) * 1024 * 1024 / sizeof(float);
 
   // Values of a typical activation tensor: normal, a few orders of magnitude.

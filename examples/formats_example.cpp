@@ -11,8 +11,8 @@ int main() {
   std::printf("bf16(%g) = %.9g\n", pi, float(mixp::bfloat16(pi)));
   std::printf("f16(%g) = %.9g\n", pi, float(mixp::float16(pi)));
   for (const mixp::Format& f : mixp::standard_formats()) {
-    const float y = mixp::round_to_format(f, pi, mixp::Rounding::nearest_even,
-                                          mixp::Overflow::saturate);
+    const float y =
+        mixp::round_to_format(f, pi, mixp::Rounding::nearest_even, mixp::Overflow::saturate);
     std::printf("  %-9s %.9g\n", f.name().c_str(), y);
   }
 

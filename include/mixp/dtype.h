@@ -36,18 +36,18 @@ inline constexpr int kDTypeCount = 9;
 /// Facts about a dtype. For integer dtypes the floating-point fields are zero, except max.
 struct DTypeTraits {
   DType dtype;
-  const char* name;        ///< short name, as accepted by parse_dtype: "f32", "bf16", "e4m3"...
-  int size;                ///< bytes per element
+  const char* name;  ///< short name, as accepted by parse_dtype: "f32", "bf16", "e4m3"...
+  int size;          ///< bytes per element
   bool is_floating;
-  int exponent_bits;       ///< 0 for integers
-  int mantissa_bits;       ///< explicit fraction bits; 0 for integers
-  int bias;                ///< exponent bias; 0 for integers
+  int exponent_bits;  ///< 0 for integers
+  int mantissa_bits;  ///< explicit fraction bits; 0 for integers
+  int bias;           ///< exponent bias; 0 for integers
   bool has_infinity;
   bool has_nan;
-  double max;              ///< largest finite value
-  double min_normal;       ///< smallest positive normal value
-  double min_subnormal;    ///< smallest positive subnormal value
-  double epsilon;          ///< distance from 1 to the next larger value, 2^-mantissa_bits
+  double max;            ///< largest finite value
+  double min_normal;     ///< smallest positive normal value
+  double min_subnormal;  ///< smallest positive subnormal value
+  double epsilon;        ///< distance from 1 to the next larger value, 2^-mantissa_bits
 };
 
 namespace detail {
@@ -65,9 +65,19 @@ constexpr DTypeTraits float_traits(DType d, const char* name, int size, int e, i
   const int emax = ieee_top ? ((1 << e) - 2) - bias : ((1 << e) - 1) - bias;
   // Largest mantissa: all ones for IEEE; all ones minus one where all-ones is the NaN.
   const double top_mantissa = ieee_top ? (2.0 - pow2(-m)) : (2.0 - 2.0 * pow2(-m));
-  return DTypeTraits{d,        name,      size,       true,          e,
-                     m,        bias,      ieee_top,   true,          top_mantissa * pow2(emax),
-                     pow2(1 - bias),      pow2(1 - bias - m),        pow2(-m)};
+  return DTypeTraits{d,
+                     name,
+                     size,
+                     true,
+                     e,
+                     m,
+                     bias,
+                     ieee_top,
+                     true,
+                     top_mantissa * pow2(emax),
+                     pow2(1 - bias),
+                     pow2(1 - bias - m),
+                     pow2(-m)};
 }
 constexpr DTypeTraits int_traits(DType d, const char* name, int size, double max) {
   return DTypeTraits{d, name, size, false, 0, 0, 0, false, false, max, 0.0, 0.0, 0.0};
@@ -97,17 +107,46 @@ std::span<const DType> all_dtypes();
 DType parse_dtype(std::string_view name);
 
 /// The C++ storage type of a dtype: StorageOf<DType::bf16> is bfloat16.
-template <DType D> struct StorageType;
-template <> struct StorageType<DType::f32> { using type = float; };
-template <> struct StorageType<DType::f64> { using type = double; };
-template <> struct StorageType<DType::f16> { using type = float16; };
-template <> struct StorageType<DType::bf16> { using type = bfloat16; };
-template <> struct StorageType<DType::e4m3> { using type = float8_e4m3; };
-template <> struct StorageType<DType::e5m2> { using type = float8_e5m2; };
-template <> struct StorageType<DType::i32> { using type = int32_t; };
-template <> struct StorageType<DType::i64> { using type = int64_t; };
-template <> struct StorageType<DType::u8> { using type = uint8_t; };
-template <DType D> using StorageOf = typename StorageType<D>::type;
+template <DType D>
+struct StorageType;
+template <>
+struct StorageType<DType::f32> {
+  using type = float;
+};
+template <>
+struct StorageType<DType::f64> {
+  using type = double;
+};
+template <>
+struct StorageType<DType::f16> {
+  using type = float16;
+};
+template <>
+struct StorageType<DType::bf16> {
+  using type = bfloat16;
+};
+template <>
+struct StorageType<DType::e4m3> {
+  using type = float8_e4m3;
+};
+template <>
+struct StorageType<DType::e5m2> {
+  using type = float8_e5m2;
+};
+template <>
+struct StorageType<DType::i32> {
+  using type = int32_t;
+};
+template <>
+struct StorageType<DType::i64> {
+  using type = int64_t;
+};
+template <>
+struct StorageType<DType::u8> {
+  using type = uint8_t;
+};
+template <DType D>
+using StorageOf = typename StorageType<D>::type;
 
 static_assert(traits(DType::f16).max == 65504.0);
 static_assert(traits(DType::e4m3).max == 448.0 && traits(DType::e5m2).max == 57344.0);

@@ -54,19 +54,18 @@ std::string concat(const Parts&... parts) {
 }  // namespace mixp
 
 /// Throws mixp::Error with the concatenated message parts when `cond` is false.
-#define MIXP_CHECK(cond, ...)                                                       \
-  do {                                                                              \
-    if (!(cond)) [[unlikely]]                                                       \
-      throw ::mixp::Error(::mixp::detail::concat(__VA_ARGS__),                      \
-                          std::source_location::current());                        \
+#define MIXP_CHECK(cond, ...)                                                                    \
+  do {                                                                                           \
+    if (!(cond)) [[unlikely]]                                                                    \
+      throw ::mixp::Error(::mixp::detail::concat(__VA_ARGS__), std::source_location::current()); \
   } while (false)
 
 /// For internal invariants: throws mixp::Error that says this is a bug in mixp.
-#define MIXP_ASSERT(cond, ...)                                                      \
-  do {                                                                              \
-    if (!(cond)) [[unlikely]]                                                       \
-      throw ::mixp::Error::internal(                                                \
-          ::mixp::detail::concat("internal error (a bug in mixp): " #cond " failed. "  \
-                                 __VA_OPT__(, ) __VA_ARGS__),                                    \
-          std::source_location::current());                                        \
+#define MIXP_ASSERT(cond, ...)                                            \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      throw ::mixp::Error::internal(                                      \
+          ::mixp::detail::concat("internal error (a bug in mixp): " #cond \
+                                 " failed. " __VA_OPT__(, ) __VA_ARGS__), \
+          std::source_location::current());                               \
   } while (false)

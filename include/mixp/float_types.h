@@ -70,8 +70,8 @@ constexpr uint32_t round_f32_bits_to_narrow(uint32_t x, Overflow overflow) {
     }
   }
   const uint32_t on_overflow = overflow == Overflow::saturate ? (sign | max_code)
-                               : ieee                          ? (sign | inf_code)
-                                                               : (sign | all_ones_code);
+                               : ieee                         ? (sign | inf_code)
+                                                              : (sign | all_ones_code);
   if (a == 0x7f800000u) return on_overflow;
 
   uint32_t code;
@@ -171,8 +171,7 @@ struct bfloat16 {
   }
   /// Stochastic rounding; `random` is a uniform 32-bit draw, of which 16 bits are used.
   static constexpr bfloat16 round_stochastic(float x, uint32_t random) {
-    return from_bits(
-        detail::round_f32_bits_to_bf16_stochastic(std::bit_cast<uint32_t>(x), random));
+    return from_bits(detail::round_f32_bits_to_bf16_stochastic(std::bit_cast<uint32_t>(x), random));
   }
   constexpr operator float() const { return std::bit_cast<float>(uint32_t(bits) << 16); }
 };
@@ -184,9 +183,9 @@ struct float8_e4m3 {
 
   constexpr float8_e4m3() = default;
   constexpr float8_e4m3(float x, Overflow overflow)
-      : bits(uint8_t(detail::round_f32_bits_to_narrow<4, 3,
-                                                      detail::SpecialCodes::finite_nan_at_all_ones>(
-            std::bit_cast<uint32_t>(x), overflow))) {}
+      : bits(uint8_t(
+            detail::round_f32_bits_to_narrow<4, 3, detail::SpecialCodes::finite_nan_at_all_ones>(
+                std::bit_cast<uint32_t>(x), overflow))) {}
   static constexpr float8_e4m3 from_bits(uint8_t b) {
     float8_e4m3 q;
     q.bits = b;
@@ -194,8 +193,7 @@ struct float8_e4m3 {
   }
   constexpr operator float() const {
     return std::bit_cast<float>(
-        detail::widen_narrow_bits_to_f32<4, 3, detail::SpecialCodes::finite_nan_at_all_ones>(
-            bits));
+        detail::widen_narrow_bits_to_f32<4, 3, detail::SpecialCodes::finite_nan_at_all_ones>(bits));
   }
 };
 

@@ -69,9 +69,9 @@ struct Format {
   static Format bf16() { return ieee_like(8, 7); }
   static Format e4m3();  ///< OCP OFP8 E4M3: bias 7, no infinity, NaN at all ones
   static Format e5m2() { return ieee_like(5, 2); }
-  static Format e3m2();  ///< OCP MX FP6 E3M2: bias 3, no infinity, no NaN
-  static Format e2m3();  ///< OCP MX FP6 E2M3: bias 1, no infinity, no NaN
-  static Format e2m1();  ///< OCP MX FP4 E2M1: bias 1, no infinity, no NaN
+  static Format e3m2();      ///< OCP MX FP6 E3M2: bias 3, no infinity, no NaN
+  static Format e2m3();      ///< OCP MX FP6 E2M3: bias 1, no infinity, no NaN
+  static Format e2m1();      ///< OCP MX FP4 E2M1: bias 1, no infinity, no NaN
   static Format e4m3fnuz();  ///< E4M3, bias 8, no infinity, no -0: NaN at 0x80 (AMD, Graphcore)
   static Format e5m2fnuz();  ///< E5M2, bias 16, no infinity, no -0: NaN at 0x80
 

@@ -24,8 +24,7 @@
 namespace mixp {
 
 /// The raw Philox4x32 block function with 10 rounds.
-std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
-                                      std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 /// Where a draw comes from: which generator (seed), which independent sequence (stream), and
 /// how many 32-bit words of it have been used (offset).

@@ -28,7 +28,7 @@ CpuFeatures detect() {
   const bool f16c = (ecx >> 29) & 1u;
   if (!osxsave) return f;
   const uint64_t xcr0 = read_xcr0();
-  const bool os_avx = (xcr0 & 0x6) == 0x6;             // XMM and YMM state
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM and YMM state
   const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
   if (!os_avx) return f;
 

@@ -22,11 +22,11 @@ DType parse_dtype(std::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"fp32", DType::f32},       {"float32", DType::f32},    {"float", DType::f32},
-      {"fp64", DType::f64},       {"float64", DType::f64},    {"double", DType::f64},
-      {"fp16", DType::f16},       {"float16", DType::f16},    {"half", DType::f16},
-      {"bfloat16", DType::bf16},  {"fp8_e4m3", DType::e4m3},  {"e4m3fn", DType::e4m3},
-      {"fp8_e5m2", DType::e5m2},  {"int32", DType::i32},      {"int64", DType::i64},
+      {"fp32", DType::f32},      {"float32", DType::f32},   {"float", DType::f32},
+      {"fp64", DType::f64},      {"float64", DType::f64},   {"double", DType::f64},
+      {"fp16", DType::f16},      {"float16", DType::f16},   {"half", DType::f16},
+      {"bfloat16", DType::bf16}, {"fp8_e4m3", DType::e4m3}, {"e4m3fn", DType::e4m3},
+      {"fp8_e5m2", DType::e5m2}, {"int32", DType::i32},     {"int64", DType::i64},
       {"uint8", DType::u8},
   };
   for (const Alias& a : kAliases) {

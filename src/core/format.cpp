@@ -31,7 +31,8 @@ bool dropped_part_rounds_away(Rounding rounding, bool negative, uint64_t kept, u
     case Rounding::odd: return false;  // the caller sets the last bit instead
     case Rounding::stochastic: {
       // P(away) = rem / 2^rem_bits, as a 32-bit fixed-point threshold (truncated if wider).
-      const uint64_t threshold = rem_bits <= 32 ? (rem << (32 - rem_bits)) : (rem >> (rem_bits - 32));
+      const uint64_t threshold =
+          rem_bits <= 32 ? (rem << (32 - rem_bits)) : (rem >> (rem_bits - 32));
       return uint64_t(random) < threshold;
     }
   }
@@ -251,10 +252,14 @@ struct NamedFormat {
 };
 std::span<const NamedFormat> named_formats() {
   static const NamedFormat kNamed[] = {
-      {"f32", "fp32", Format::fp32()},          {"f16", "fp16", Format::fp16()},
-      {"bf16", "bfloat16", Format::bf16()},     {"e4m3", "fp8_e4m3", Format::e4m3()},
-      {"e5m2", "fp8_e5m2", Format::e5m2()},     {"e3m2", "fp6_e3m2", Format::e3m2()},
-      {"e2m3", "fp6_e2m3", Format::e2m3()},     {"e2m1", "fp4_e2m1", Format::e2m1()},
+      {"f32", "fp32", Format::fp32()},
+      {"f16", "fp16", Format::fp16()},
+      {"bf16", "bfloat16", Format::bf16()},
+      {"e4m3", "fp8_e4m3", Format::e4m3()},
+      {"e5m2", "fp8_e5m2", Format::e5m2()},
+      {"e3m2", "fp6_e3m2", Format::e3m2()},
+      {"e2m3", "fp6_e2m3", Format::e2m3()},
+      {"e2m1", "fp4_e2m1", Format::e2m1()},
       {"e4m3fnuz", "fp8_e4m3fnuz", Format::e4m3fnuz()},
       {"e5m2fnuz", "fp8_e5m2fnuz", Format::e5m2fnuz()},
   };
@@ -392,8 +397,8 @@ void round_to_format(const Format& format, std::span<const float> in, std::span<
         out[start + i] = x;
         continue;
       }
-      out[start + i] =
-          decode_with(format, layout, encode_with(format, layout, x, rounding, overflow, random[i]));
+      out[start + i] = decode_with(format, layout,
+                                   encode_with(format, layout, x, rounding, overflow, random[i]));
     }
   }
 }

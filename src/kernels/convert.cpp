@@ -47,10 +47,18 @@ uint16_t* bits(std::span<float16> s) { return reinterpret_cast<uint16_t*>(s.data
 uint16_t* bits(std::span<bfloat16> s) { return reinterpret_cast<uint16_t*>(s.data()); }
 uint8_t* bits(std::span<float8_e4m3> s) { return reinterpret_cast<uint8_t*>(s.data()); }
 uint8_t* bits(std::span<float8_e5m2> s) { return reinterpret_cast<uint8_t*>(s.data()); }
-const uint16_t* bits(std::span<const float16> s) { return reinterpret_cast<const uint16_t*>(s.data()); }
-const uint16_t* bits(std::span<const bfloat16> s) { return reinterpret_cast<const uint16_t*>(s.data()); }
-const uint8_t* bits(std::span<const float8_e4m3> s) { return reinterpret_cast<const uint8_t*>(s.data()); }
-const uint8_t* bits(std::span<const float8_e5m2> s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+const uint16_t* bits(std::span<const float16> s) {
+  return reinterpret_cast<const uint16_t*>(s.data());
+}
+const uint16_t* bits(std::span<const bfloat16> s) {
+  return reinterpret_cast<const uint16_t*>(s.data());
+}
+const uint8_t* bits(std::span<const float8_e4m3> s) {
+  return reinterpret_cast<const uint8_t*>(s.data());
+}
+const uint8_t* bits(std::span<const float8_e5m2> s) {
+  return reinterpret_cast<const uint8_t*>(s.data());
+}
 
 using namespace kernels;
 
@@ -58,7 +66,8 @@ using namespace kernels;
 
 void convert(std::span<const float> src, std::span<float16> dst) {
   check_sizes("convert f32->f16", src, dst);
-  pick<F32ToU16Fn>({{Isa::avx512, avx512::f32_to_f16}, {Isa::avx2, avx2::f32_to_f16},
+  pick<F32ToU16Fn>({{Isa::avx512, avx512::f32_to_f16},
+                    {Isa::avx2, avx2::f32_to_f16},
                     {Isa::scalar, ref::f32_to_f16}})(src.data(), bits(dst), src.size());
 }
 
@@ -72,13 +81,15 @@ void convert(std::span<const float> src, std::span<bfloat16> dst) {
 
 void convert(std::span<const float16> src, std::span<float> dst) {
   check_sizes("convert f16->f32", src, dst);
-  pick<U16ToF32Fn>({{Isa::avx512, avx512::f16_to_f32}, {Isa::avx2, avx2::f16_to_f32},
+  pick<U16ToF32Fn>({{Isa::avx512, avx512::f16_to_f32},
+                    {Isa::avx2, avx2::f16_to_f32},
                     {Isa::scalar, ref::f16_to_f32}})(bits(src), dst.data(), src.size());
 }
 
 void convert(std::span<const bfloat16> src, std::span<float> dst) {
   check_sizes("convert bf16->f32", src, dst);
-  pick<U16ToF32Fn>({{Isa::avx512, avx512::bf16_to_f32}, {Isa::avx2, avx2::bf16_to_f32},
+  pick<U16ToF32Fn>({{Isa::avx512, avx512::bf16_to_f32},
+                    {Isa::avx2, avx2::bf16_to_f32},
                     {Isa::scalar, ref::bf16_to_f32}})(bits(src), dst.data(), src.size());
 }
 
@@ -101,14 +112,16 @@ void convert(std::span<const float> src, std::span<float8_e5m2> dst, float scale
 void convert(std::span<const float8_e4m3> src, std::span<float> dst, float scale_inv) {
   check_sizes("convert e4m3->f32", src, dst);
   check_scale("convert e4m3->f32", "inverse scale", scale_inv);
-  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e4m3_to_f32}, {Isa::avx2, avx2::e4m3_to_f32},
+  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e4m3_to_f32},
+                    {Isa::avx2, avx2::e4m3_to_f32},
                     {Isa::scalar, ref::e4m3_to_f32}})(bits(src), dst.data(), src.size(), scale_inv);
 }
 
 void convert(std::span<const float8_e5m2> src, std::span<float> dst, float scale_inv) {
   check_sizes("convert e5m2->f32", src, dst);
   check_scale("convert e5m2->f32", "inverse scale", scale_inv);
-  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e5m2_to_f32}, {Isa::avx2, avx2::e5m2_to_f32},
+  pick<Fp8ToF32Fn>({{Isa::avx512, avx512::e5m2_to_f32},
+                    {Isa::avx2, avx2::e5m2_to_f32},
                     {Isa::scalar, ref::e5m2_to_f32}})(bits(src), dst.data(), src.size(), scale_inv);
 }
 

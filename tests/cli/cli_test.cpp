@@ -42,7 +42,8 @@ class Cli : public ::testing::Test {
     const fs::path in = dir_ / "stdin", out = dir_ / "stdout", err = dir_ / "stderr";
     std::ofstream(in, std::ios::binary) << input;
     const std::string command = std::string("'") + MIXP_CLI_PATH + "' " + args + " < '" +
-                                in.string() + "' > '" + out.string() + "' 2> '" + err.string() + "'";
+                                in.string() + "' > '" + out.string() + "' 2> '" + err.string() +
+                                "'";
     const int raw = std::system(command.c_str());
     CliResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -135,8 +136,10 @@ TEST_F(Cli, ConvertBetweenAnyFormatsAndRoundings) {
   r = mixp("convert --from f32 --to f16 --saturate", "7f800000\n");
   EXPECT_EQ(r.out, "7bff\n");
   // Stochastic rounding is reproducible for a seed.
-  const CliResult a = mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
-  const CliResult b = mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
+  const CliResult a =
+      mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
+  const CliResult b =
+      mixp("convert --from f32 --to bf16 --rounding stochastic --seed 3", "3f800001\n3f80ff00\n");
   EXPECT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
 }

@@ -12,7 +12,8 @@ TEST(Cpu, BestIsaMatchesTheFeatures) {
   const CpuFeatures& f = cpu_features();
   const Isa best = best_isa();
   EXPECT_EQ(best >= Isa::avx2, f.avx2 && f.f16c && f.fma);
-  EXPECT_EQ(best >= Isa::avx512, best >= Isa::avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
+  EXPECT_EQ(best >= Isa::avx512,
+            best >= Isa::avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
   EXPECT_EQ(best >= Isa::avx512_bf16, best >= Isa::avx512 && f.avx512_bf16);
   EXPECT_EQ(active_isa(), best);
 }

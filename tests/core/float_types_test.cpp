@@ -25,8 +25,10 @@ uint32_t scalar_convert(const std::string& op, uint32_t in) {
   if (op == "f32_to_e5m2_nosat") return float8_e5m2(x, Overflow::inf_or_nan).bits;
   if (op == "f16_to_f32") return std::bit_cast<uint32_t>(float(float16::from_bits(uint16_t(in))));
   if (op == "bf16_to_f32") return std::bit_cast<uint32_t>(float(bfloat16::from_bits(uint16_t(in))));
-  if (op == "e4m3_to_f32") return std::bit_cast<uint32_t>(float(float8_e4m3::from_bits(uint8_t(in))));
-  if (op == "e5m2_to_f32") return std::bit_cast<uint32_t>(float(float8_e5m2::from_bits(uint8_t(in))));
+  if (op == "e4m3_to_f32")
+    return std::bit_cast<uint32_t>(float(float8_e4m3::from_bits(uint8_t(in))));
+  if (op == "e5m2_to_f32")
+    return std::bit_cast<uint32_t>(float(float8_e5m2::from_bits(uint8_t(in))));
   ADD_FAILURE() << "unknown op " << op;
   return 0;
 }
@@ -65,7 +67,8 @@ void expect_every_code_decodes(const Format& format) {
     const double want = test::slow_decode(format, code);
     if (std::isnan(want)) {
       ASSERT_TRUE(std::isnan(got)) << std::hex << code;
-      ASSERT_TRUE(std::bit_cast<uint32_t>(got) & 0x00400000u) << "NaN not quiet: " << std::hex << code;
+      ASSERT_TRUE(std::bit_cast<uint32_t>(got) & 0x00400000u)
+          << "NaN not quiet: " << std::hex << code;
       ASSERT_EQ(std::signbit(got), (code >> (format.total_bits() - 1)) != 0) << std::hex << code;
     } else {
       ASSERT_EQ(double(got), want) << std::hex << code;

@@ -66,9 +66,11 @@ TEST(Emulator, EncodesLikeTheStorageTypes) {
   const std::vector<float> f16_inputs = probe_inputs(Format::fp16(), 200000);
   for (float x : f16_inputs) {
     ASSERT_EQ(encode(Format::fp16(), x, Rounding::nearest_even, Overflow::inf_or_nan),
-              float16(x).bits) << std::hexfloat << x;
+              float16(x).bits)
+        << std::hexfloat << x;
     ASSERT_EQ(encode(Format::bf16(), x, Rounding::nearest_even, Overflow::inf_or_nan),
-              bfloat16(x).bits) << std::hexfloat << x;
+              bfloat16(x).bits)
+        << std::hexfloat << x;
   }
   for (Overflow o : {Overflow::saturate, Overflow::inf_or_nan}) {
     for (float x : probe_inputs(Format::e4m3(), 100000)) {
@@ -87,8 +89,7 @@ TEST(Emulator, PassesTheReferenceVectors) {
     const test::VectorFile file = test::read_vectors(name);
     const Format in = test::vector_format(file.in_name);
     const Format out = test::vector_format(file.out_name);
-    const Overflow overflow =
-        file.op.ends_with("_sat") ? Overflow::saturate : Overflow::inf_or_nan;
+    const Overflow overflow = file.op.ends_with("_sat") ? Overflow::saturate : Overflow::inf_or_nan;
     size_t mismatches = 0;
     for (const auto& line : file.lines) {
       const float x = decode(in, line.in);
@@ -105,8 +106,9 @@ std::vector<Format> oracle_formats() {
   Format e5m2_biased = Format::e5m2();
   e5m2_biased.bias = 10;
   Format e4m3_inf = Format::ieee_like(4, 3);
-  return {Format::fp16(), Format::e4m3(), Format::e5m2(), Format::e3m2(), Format::e2m3(),
-          Format::e2m1(), Format::e4m3fnuz(), Format::e5m2fnuz(), e3m4, e5m2_biased, e4m3_inf};
+  return {Format::fp16(), Format::e4m3(),     Format::e5m2(),     Format::e3m2(), Format::e2m3(),
+          Format::e2m1(), Format::e4m3fnuz(), Format::e5m2fnuz(), e3m4,           e5m2_biased,
+          e4m3_inf};
 }
 
 TEST(Emulator, AgreesWithTheValueTableSearchForEveryRounding) {
@@ -119,8 +121,8 @@ TEST(Emulator, AgreesWithTheValueTableSearchForEveryRounding) {
           if (!std::isfinite(x)) continue;
           const uint32_t want = test::oracle_encode(f, table, double(x), r, o);
           const uint32_t got = encode(f, x, r, o);
-          ASSERT_EQ(got, want) << f.name() << " " << name_of(r) << " overflow "
-                               << int(o) << " x=" << std::hexfloat << x;
+          ASSERT_EQ(got, want) << f.name() << " " << name_of(r) << " overflow " << int(o)
+                               << " x=" << std::hexfloat << x;
         }
       }
     }
@@ -156,9 +158,13 @@ TEST(Emulator, OcpMicroscalingElementFormats) {
   EXPECT_EQ(Format::e3m2().max(), 28.0);
   EXPECT_EQ(Format::e3m2().min_subnormal(), 0.0625);
   // No NaN, no infinity: overflow saturates in either mode, and NaN stays an fp32 NaN.
-  EXPECT_EQ(round_to_format(Format::e2m1(), 100.0f, Rounding::nearest_even, Overflow::inf_or_nan), 6.0f);
-  EXPECT_EQ(round_to_format(Format::e2m1(), -INFINITY, Rounding::nearest_even, Overflow::inf_or_nan), -6.0f);
-  EXPECT_TRUE(std::isnan(round_to_format(Format::e2m1(), NAN, Rounding::nearest_even, Overflow::saturate)));
+  EXPECT_EQ(round_to_format(Format::e2m1(), 100.0f, Rounding::nearest_even, Overflow::inf_or_nan),
+            6.0f);
+  EXPECT_EQ(
+      round_to_format(Format::e2m1(), -INFINITY, Rounding::nearest_even, Overflow::inf_or_nan),
+      -6.0f);
+  EXPECT_TRUE(
+      std::isnan(round_to_format(Format::e2m1(), NAN, Rounding::nearest_even, Overflow::saturate)));
   EXPECT_THROW(encode(Format::e2m1(), NAN, Rounding::nearest_even, Overflow::saturate), Error);
 }
 
@@ -192,10 +198,14 @@ TEST(Stochastic, IsUnbiased) {
     Format format;
     float x;
   };
-  const Case cases[] = {{Format::bf16(), 1.0f + 0x1p-10f}, {Format::bf16(), -3.3f},
-                        {Format::fp16(), 0.1f},             {Format::fp16(), 1e-7f},  // subnormal
-                        {Format::e4m3(), 0.3f},             {Format::e5m2(), -1000.0f},
-                        {Format::e2m1(), 2.6f},             {Format::e3m2(), 0.01f}};
+  const Case cases[] = {{Format::bf16(), 1.0f + 0x1p-10f},
+                        {Format::bf16(), -3.3f},
+                        {Format::fp16(), 0.1f},
+                        {Format::fp16(), 1e-7f},  // subnormal
+                        {Format::e4m3(), 0.3f},
+                        {Format::e5m2(), -1000.0f},
+                        {Format::e2m1(), 2.6f},
+                        {Format::e3m2(), 0.01f}};
   for (const Case& c : cases) {
     const float lo = round_to_format(c.format, c.x, Rounding::toward_zero, Overflow::saturate);
     const Rounding away = c.x > 0 ? Rounding::up : Rounding::down;

@@ -72,8 +72,8 @@ void expect_all_paths_equal(const std::vector<Src>& src, Fn convert_into, const 
     size_t mismatches = 0;
     for (size_t i = 0; i < src.size(); ++i) {
       if (have[i] != want[i] && ++mismatches <= 5) {
-        ADD_FAILURE() << what << " on " << name_of(isa) << " element " << i << ": got "
-                      << std::hex << have[i] << ", scalar gives " << want[i];
+        ADD_FAILURE() << what << " on " << name_of(isa) << " element " << i << ": got " << std::hex
+                      << have[i] << ", scalar gives " << want[i];
       }
     }
     EXPECT_EQ(mismatches, 0u) << what << " on " << name_of(isa);
@@ -82,8 +82,10 @@ void expect_all_paths_equal(const std::vector<Src>& src, Fn convert_into, const 
 
 TEST(ConvertPaths, F32ToNarrowMatchesTheReference) {
   const std::vector<float> xs = f32_inputs();
-  expect_all_paths_equal<float, float16>(xs, [](auto s, auto d) { convert(s, d); }, "f32->f16");
-  expect_all_paths_equal<float, bfloat16>(xs, [](auto s, auto d) { convert(s, d); }, "f32->bf16");
+  expect_all_paths_equal<float, float16>(
+      xs, [](auto s, auto d) { convert(s, d); }, "f32->f16");
+  expect_all_paths_equal<float, bfloat16>(
+      xs, [](auto s, auto d) { convert(s, d); }, "f32->bf16");
   for (Overflow o : {Overflow::saturate, Overflow::inf_or_nan}) {
     for (float scale : {1.0f, 0.75f, 448.0f / 3.7f, 0x1p-20f}) {
       expect_all_paths_equal<float, float8_e4m3>(
@@ -97,15 +99,16 @@ TEST(ConvertPaths, F32ToNarrowMatchesTheReference) {
 template <typename T>
 std::vector<T> every_code() {
   std::vector<T> codes(size_t(1) << (8 * sizeof(T)));
-  for (size_t c = 0; c < codes.size(); ++c) codes[c] = T::from_bits(static_cast<decltype(T::bits)>(c));
+  for (size_t c = 0; c < codes.size(); ++c)
+    codes[c] = T::from_bits(static_cast<decltype(T::bits)>(c));
   return codes;
 }
 
 TEST(ConvertPaths, NarrowToF32MatchesTheReferenceOnEveryCode) {
-  expect_all_paths_equal<float16, float>(every_code<float16>(),
-                                         [](auto s, auto d) { convert(s, d); }, "f16->f32");
-  expect_all_paths_equal<bfloat16, float>(every_code<bfloat16>(),
-                                          [](auto s, auto d) { convert(s, d); }, "bf16->f32");
+  expect_all_paths_equal<float16, float>(
+      every_code<float16>(), [](auto s, auto d) { convert(s, d); }, "f16->f32");
+  expect_all_paths_equal<bfloat16, float>(
+      every_code<bfloat16>(), [](auto s, auto d) { convert(s, d); }, "bf16->f32");
   for (float scale_inv : {1.0f, 3.7f / 448.0f, 0x1p30f}) {
     expect_all_paths_equal<float8_e4m3, float>(
         every_code<float8_e4m3>(), [&](auto s, auto d) { convert(s, d, scale_inv); }, "e4m3->f32");
@@ -126,19 +129,52 @@ TEST(ConvertPaths, ReferenceVectorsPassOnEveryPath) {
       if (file.in_name == "fp32") {
         std::vector<float> x(n);
         for (size_t i = 0; i < n; ++i) x[i] = std::bit_cast<float>(file.lines[i].in);
-        if (file.out_name == "fp16") { std::vector<float16> y(n); convert(x, y); got = bits_of(y); }
-        if (file.out_name == "bf16") { std::vector<bfloat16> y(n); convert(x, y); got = bits_of(y); }
-        if (file.out_name == "e4m3") { std::vector<float8_e4m3> y(n); convert(x, y, 1.0f, o); got = bits_of(y); }
-        if (file.out_name == "e5m2") { std::vector<float8_e5m2> y(n); convert(x, y, 1.0f, o); got = bits_of(y); }
+        if (file.out_name == "fp16") {
+          std::vector<float16> y(n);
+          convert(x, y);
+          got = bits_of(y);
+        }
+        if (file.out_name == "bf16") {
+          std::vector<bfloat16> y(n);
+          convert(x, y);
+          got = bits_of(y);
+        }
+        if (file.out_name == "e4m3") {
+          std::vector<float8_e4m3> y(n);
+          convert(x, y, 1.0f, o);
+          got = bits_of(y);
+        }
+        if (file.out_name == "e5m2") {
+          std::vector<float8_e5m2> y(n);
+          convert(x, y, 1.0f, o);
+          got = bits_of(y);
+        }
       } else {
         std::vector<float> y(n);
         auto load = [&](auto& v) {
-          for (size_t i = 0; i < n; ++i) v[i].bits = static_cast<decltype(v[i].bits)>(file.lines[i].in);
+          for (size_t i = 0; i < n; ++i)
+            v[i].bits = static_cast<decltype(v[i].bits)>(file.lines[i].in);
         };
-        if (file.in_name == "fp16") { std::vector<float16> x(n); load(x); convert(x, y); }
-        if (file.in_name == "bf16") { std::vector<bfloat16> x(n); load(x); convert(x, y); }
-        if (file.in_name == "e4m3") { std::vector<float8_e4m3> x(n); load(x); convert(x, y, 1.0f); }
-        if (file.in_name == "e5m2") { std::vector<float8_e5m2> x(n); load(x); convert(x, y, 1.0f); }
+        if (file.in_name == "fp16") {
+          std::vector<float16> x(n);
+          load(x);
+          convert(x, y);
+        }
+        if (file.in_name == "bf16") {
+          std::vector<bfloat16> x(n);
+          load(x);
+          convert(x, y);
+        }
+        if (file.in_name == "e4m3") {
+          std::vector<float8_e4m3> x(n);
+          load(x);
+          convert(x, y, 1.0f);
+        }
+        if (file.in_name == "e5m2") {
+          std::vector<float8_e5m2> x(n);
+          load(x);
+          convert(x, y, 1.0f);
+        }
         got = bits_of(y);
       }
       size_t mismatches = 0;
@@ -165,7 +201,8 @@ TEST(ConvertPaths, AwkwardSizesAndOffsetsTouchOnlyTheirElements) {
         std::span<const float> s(src.data() + offset, n);
         convert(s, std::span(b).subspan(kGuard, n));
         convert(s, std::span(q).subspan(kGuard, n), 1.0f, Overflow::saturate);
-        convert(std::span<const float8_e4m3>(q).subspan(kGuard, n), std::span(back).subspan(kGuard, n), 1.0f);
+        convert(std::span<const float8_e4m3>(q).subspan(kGuard, n),
+                std::span(back).subspan(kGuard, n), 1.0f);
         for (size_t i = 0; i < b.size(); ++i) {
           const bool inside = i >= kGuard && i < kGuard + n;
           if (inside) {

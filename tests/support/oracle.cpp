@@ -85,9 +85,12 @@ uint32_t oracle_encode(const Format& f, const ValueTable& t, double x, Rounding 
                                 (rounding == Rounding::down && !negative);
   if (rounding == Rounding::nearest_even) {
     const double mid = lo + (hi - lo) / 2;
-    if (std::isinf(hi)) away = true;
-    else if (a != mid) away = a > mid;
-    else away = hi_overflows ? ((lo_code & 1u) != 0) : ((hi_code & 1u) == 0);
+    if (std::isinf(hi))
+      away = true;
+    else if (a != mid)
+      away = a > mid;
+    else
+      away = hi_overflows ? ((lo_code & 1u) != 0) : ((hi_code & 1u) == 0);
   } else if (rounding == Rounding::odd) {
     // The neighbour with an odd code; beyond max, max (odd rounding never overflows).
     if ((lo_code & 1u) != 0 || hi_overflows) return with_sign(lo_code);
@@ -102,7 +105,8 @@ uint32_t oracle_encode(const Format& f, const ValueTable& t, double x, Rounding 
   const uint32_t max_code = t.codes.back();
   if (overflow == Overflow::saturate || f.nan == NanEncoding::none) return with_sign(max_code);
   if (f.has_infinity) return sign | (((1u << f.exponent_bits) - 1) << f.mantissa_bits);
-  if (f.nan == NanEncoding::all_ones) return sign | ((1u << (f.exponent_bits + f.mantissa_bits)) - 1);
+  if (f.nan == NanEncoding::all_ones)
+    return sign | ((1u << (f.exponent_bits + f.mantissa_bits)) - 1);
   if (f.nan == NanEncoding::negative_zero) return 1u << (f.exponent_bits + f.mantissa_bits);
   return sign | (((1u << f.exponent_bits) - 1) << f.mantissa_bits) | (1u << (f.mantissa_bits - 1));
 }

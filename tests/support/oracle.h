@@ -23,7 +23,7 @@ ValueTable value_table(const Format& format);
 /// The code a correct rounding of the finite, non-NaN `x` gives, found by searching the value
 /// table: nearest (ties to even code), toward zero, up or down; overflow as in IEEE 754 and
 /// OCP OFP8, decided on the rounded value with the exponent range unbounded.
-uint32_t oracle_encode(const Format& format, const ValueTable& table, double x,
-                       Rounding rounding, Overflow overflow);
+uint32_t oracle_encode(const Format& format, const ValueTable& table, double x, Rounding rounding,
+                       Overflow overflow);
 
 }  // namespace mixp::test

@@ -11,9 +11,9 @@ namespace mixp::test {
 std::string vectors_dir() { return MIXP_TEST_DATA_DIR "/vectors"; }
 
 std::vector<std::string> vector_file_names() {
-  return {"f32_to_f16.txt",        "f32_to_bf16.txt",       "f32_to_e4m3_sat.txt",
-          "f32_to_e4m3_nosat.txt", "f32_to_e5m2_sat.txt",   "f32_to_e5m2_nosat.txt",
-          "f16_to_f32.txt",        "bf16_to_f32.txt",       "e4m3_to_f32.txt",
+  return {"f32_to_f16.txt",        "f32_to_bf16.txt",     "f32_to_e4m3_sat.txt",
+          "f32_to_e4m3_nosat.txt", "f32_to_e5m2_sat.txt", "f32_to_e5m2_nosat.txt",
+          "f16_to_f32.txt",        "bf16_to_f32.txt",     "e4m3_to_f32.txt",
           "e5m2_to_f32.txt"};
 }
 

@@ -18,8 +18,8 @@ struct VectorLine {
 
 struct VectorFile {
   std::string path;
-  std::string op;        // e.g. "f32_to_e4m3_sat"
-  std::string in_name;   // "fp32", "fp16", "bf16", "e4m3", "e5m2"
+  std::string op;       // e.g. "f32_to_e4m3_sat"
+  std::string in_name;  // "fp32", "fp16", "bf16", "e4m3", "e5m2"
   std::string out_name;
   std::string nan_rule;  // "any" or "quiet"
   std::vector<VectorLine> lines;

@@ -60,15 +60,15 @@ std::string quoted(std::string_view line) {
 
 uint32_t parse_line(std::string_view line, const Side& side, uint64_t line_number) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  const std::string what =
-      std::to_string(side.hex_digits) + "-digit hex pattern of " + side.format.name();
-  MIXP_CHECK(!line.empty(), "line ", line_number, ": empty line; expected a ", what);
+  const std::string what = "a bit pattern of " + side.format.name() + " in " +
+                           std::to_string(side.hex_digits) + " hex digits";
+  MIXP_CHECK(!line.empty(), "line ", line_number, ": empty line; expected ", what);
   MIXP_CHECK(line.size() == size_t(side.hex_digits), "line ", line_number, ": ", quoted(line),
-             " has ", line.size(), " characters; expected a ", what);
+             " has ", line.size(), " characters; expected ", what);
   uint32_t code = 0;
   for (char c : line) {
     const int v = hex_value(c);
-    MIXP_CHECK(v >= 0, "line ", line_number, ": ", quoted(line), " is not a ", what);
+    MIXP_CHECK(v >= 0, "line ", line_number, ": ", quoted(line), " is not ", what);
     code = (code << 4) | uint32_t(v);
   }
   MIXP_CHECK(side.code_limit == 0xffffffffu || code < side.code_limit, "line ", line_number, ": ",
@@ -147,10 +147,22 @@ class Converter {
       for (size_t i = 0; i < codes.size(); ++i) codes[i] = std::bit_cast<uint32_t>(values_[i]);
       return std::nullopt;
     }
-    if (nearest && to_inf && target == DType::f16) return encode_bulk(codes, f16_), std::nullopt;
-    if (nearest && to_inf && target == DType::bf16) return encode_bulk(codes, bf16_), std::nullopt;
-    if (nearest && target == DType::e4m3) return encode_bulk(codes, e4m3_), std::nullopt;
-    if (nearest && target == DType::e5m2) return encode_bulk(codes, e5m2_), std::nullopt;
+    if (nearest && to_inf && target == DType::f16) {
+      encode_bulk(codes, f16_);
+      return std::nullopt;
+    }
+    if (nearest && to_inf && target == DType::bf16) {
+      encode_bulk(codes, bf16_);
+      return std::nullopt;
+    }
+    if (nearest && target == DType::e4m3) {
+      encode_bulk(codes, e4m3_);
+      return std::nullopt;
+    }
+    if (nearest && target == DType::e5m2) {
+      encode_bulk(codes, e5m2_);
+      return std::nullopt;
+    }
 
     random_.assign(codes.size(), 0);
     if (rounding_ == Rounding::stochastic) {
@@ -190,8 +202,8 @@ void write_codes(const std::vector<uint32_t>& codes, int digits, std::FILE* out,
     *p++ = '\n';
   }
   const size_t size = size_t(p - buffer.data());
-  MIXP_CHECK(std::fwrite(buffer.data(), 1, size, out) == size, "cannot write the output: ",
-             std::strerror(errno));
+  MIXP_CHECK(std::fwrite(buffer.data(), 1, size, out) == size,
+             "cannot write the output: ", std::strerror(errno));
 }
 
 }  // namespace

@@ -42,8 +42,9 @@ std::string nan_text(NanEncoding nan) {
 }
 
 Row row_of(const Format& f, const char* kind) {
-  return Row{f.name(), kind, f.exponent_bits, f.mantissa_bits, f.bias, f.max(), f.min_normal(),
-             f.min_subnormal(), f.epsilon(), f.has_infinity, nan_text(f.nan)};
+  return Row{f.name(),    kind,           f.exponent_bits, f.mantissa_bits,
+             f.bias,      f.max(),        f.min_normal(),  f.min_subnormal(),
+             f.epsilon(), f.has_infinity, nan_text(f.nan)};
 }
 
 }  // namespace
@@ -65,8 +66,8 @@ int run_formats(std::FILE* out) {
         "1/" + std::to_string(r.exponent_bits) + "/" + std::to_string(r.mantissa_bits);
     std::fprintf(out, "%-9s %-9s %-6s %5d %-22s %-22s %-22s %-18s %-4s %s\n", r.name.c_str(),
                  r.kind.c_str(), bits.c_str(), r.bias, show(r.max).c_str(),
-                 show(r.min_normal).c_str(), show(r.min_subnormal).c_str(),
-                 show(r.epsilon).c_str(), r.has_infinity ? "yes" : "no", r.nan.c_str());
+                 show(r.min_normal).c_str(), show(r.min_subnormal).c_str(), show(r.epsilon).c_str(),
+                 r.has_infinity ? "yes" : "no", r.nan.c_str());
   }
   std::fprintf(out,
                "\nstorage: a tensor dtype with its own type and bulk kernels; emulated: rounding "

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "bench/bench.h"
 #include "commands.h"
@@ -10,6 +12,9 @@
 #include "mixp/error.h"
 
 namespace {
+
+// "mixp convert" once the command line is parsed: the prefix of error messages.
+std::string g_command = "mixp";
 
 int main_checked(int argc, char** argv) {
   CLI::App app{"mixp: mixed- and low-precision training"};
@@ -20,10 +25,12 @@ int main_checked(int argc, char** argv) {
                  "(default: the best this CPU has; also MIXP_MAX_ISA)");
 
   mixp::cli::ConvertOptions convert;
-  CLI::App* convert_cmd = app.add_subcommand(
-      "convert", "convert hex bit patterns, one per line, from stdin to stdout");
-  convert_cmd->add_option("--from", convert.from, "input format: f32, f16, bf16, e4m3, e5m2, "
-                                                  "or any format of 'mixp formats', or eXmY")
+  CLI::App* convert_cmd =
+      app.add_subcommand("convert", "convert hex bit patterns, one per line, from stdin to stdout");
+  convert_cmd
+      ->add_option("--from", convert.from,
+                   "input format: f32, f16, bf16, e4m3, e5m2, "
+                   "or any format of 'mixp formats', or eXmY")
       ->required();
   convert_cmd->add_option("--to", convert.to, "output format, as --from")->required();
   convert_cmd->add_flag("--saturate", convert.saturate,
@@ -53,6 +60,7 @@ int main_checked(int argc, char** argv) {
     return 2;
   }
 
+  for (const CLI::App* sub : app.get_subcommands()) g_command += " " + sub->get_name();
   if (isa_name.empty()) {
     if (const char* env = std::getenv("MIXP_MAX_ISA")) isa_name = env;
   }
@@ -71,9 +79,10 @@ int main(int argc, char** argv) {
   try {
     return main_checked(argc, argv);
   } catch (const mixp::Error& e) {
-    std::fprintf(stderr, "mixp: %s\n", e.is_internal() ? e.what() : e.message().c_str());
+    std::fprintf(stderr, "%s: %s\n", g_command.c_str(),
+                 e.is_internal() ? e.what() : e.message().c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mixp: %s\n", e.what());
+    std::fprintf(stderr, "%s: %s\n", g_command.c_str(), e.what());
   }
   return 2;
 }

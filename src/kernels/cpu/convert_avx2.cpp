@@ -10,7 +10,8 @@ namespace mixp::kernels::avx2 {
 void f32_to_f16(const float* src, uint16_t* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h =
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
   ref::f32_to_f16(src + i, dst + i, n - i);
@@ -29,8 +30,8 @@ namespace {
 // Round 8 fp32 bit patterns to bf16, one per 32-bit lane; see round_f32_bits_to_bf16.
 inline __m256i round_to_bf16(__m256i x) {
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
   const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
   // |x| > inf as signed integers, which is safe once the sign bit is cleared.
   const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
@@ -43,7 +44,8 @@ void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i lo = round_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
-    const __m256i hi = round_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8)));
+    const __m256i hi =
+        round_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8)));
     // packus works per 128-bit half; the permute puts the four quarters back in order.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), packed);
@@ -54,7 +56,8 @@ void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
 void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i x =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_slli_epi32(x, 16));
   }
   ref::bf16_to_f32(src + i, dst + i, n - i);
@@ -65,12 +68,14 @@ void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
   const __m256 vscale = _mm256_set1_ps(scale_inv);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i code = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i code =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
     const __m256i magnitude = _mm256_and_si256(code, _mm256_set1_epi32(0x7f));
     const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(code, 7), 31);
     // Pack the eight fp16 patterns (each < 2^15) into 16-bit lanes.
     const __m256i half32 = _mm256_slli_epi32(magnitude, 7);
-    const __m128i half16 = _mm_packus_epi32(_mm256_castsi256_si128(half32), _mm256_extracti128_si256(half32, 1));
+    const __m128i half16 =
+        _mm_packus_epi32(_mm256_castsi256_si128(half32), _mm256_extracti128_si256(half32, 1));
     __m256i v = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(half16), _mm256_set1_ps(256.0f)));
     const __m256i is_nan = _mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7f));
     v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7fc00000), is_nan);
@@ -85,7 +90,8 @@ void e5m2_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
   const __m256 vscale = _mm256_set1_ps(scale_inv);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i half = _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))), 8);
+    const __m128i half = _mm_slli_epi16(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))), 8);
     _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_cvtph_ps(half), vscale));
   }
   ref::e5m2_to_f32(src + i, dst + i, n - i, scale_inv);

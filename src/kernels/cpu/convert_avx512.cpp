@@ -23,33 +23,45 @@ inline void for_each_block_of_16(size_t n, Step step) {
 
 template <typename Block>
 inline __m512 load_f32(const float* p, __mmask16 m, Block) {
-  if constexpr (Block::value) return _mm512_loadu_ps(p);
-  else return _mm512_maskz_loadu_ps(m, p);
+  if constexpr (Block::value)
+    return _mm512_loadu_ps(p);
+  else
+    return _mm512_maskz_loadu_ps(m, p);
 }
 template <typename Block>
 inline void store_f32(float* p, __mmask16 m, __m512 v, Block) {
-  if constexpr (Block::value) _mm512_storeu_ps(p, v);
-  else _mm512_mask_storeu_ps(p, m, v);
+  if constexpr (Block::value)
+    _mm512_storeu_ps(p, v);
+  else
+    _mm512_mask_storeu_ps(p, m, v);
 }
 template <typename Block>
 inline __m256i load_u16(const uint16_t* p, __mmask16 m, Block) {
-  if constexpr (Block::value) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  else return _mm256_maskz_loadu_epi16(m, p);
+  if constexpr (Block::value)
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  else
+    return _mm256_maskz_loadu_epi16(m, p);
 }
 template <typename Block>
 inline void store_u16(uint16_t* p, __mmask16 m, __m256i v, Block) {
-  if constexpr (Block::value) _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
-  else _mm256_mask_storeu_epi16(p, m, v);
+  if constexpr (Block::value)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  else
+    _mm256_mask_storeu_epi16(p, m, v);
 }
 template <typename Block>
 inline __m128i load_u8(const uint8_t* p, __mmask16 m, Block) {
-  if constexpr (Block::value) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  else return _mm_maskz_loadu_epi8(m, p);
+  if constexpr (Block::value)
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  else
+    return _mm_maskz_loadu_epi8(m, p);
 }
 template <typename Block>
 inline void store_u8(uint8_t* p, __mmask16 m, __m128i v, Block) {
-  if constexpr (Block::value) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
-  else _mm_mask_storeu_epi8(p, m, v);
+  if constexpr (Block::value)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  else
+    _mm_mask_storeu_epi8(p, m, v);
 }
 
 // fp32 bits -> FP8 codes in the low byte of each lane; see round_f32_bits_to_narrow.
@@ -80,8 +92,8 @@ inline __m512i round_to_fp8(__m512i x, Overflow overflow) {
   // Subnormal in the target: code = sig * 2^-shift, rounded to nearest even. The shift is
   // capped at 31, where every value rounds to zero, as it must.
   const __m512i exp = _mm512_srli_epi32(a, 23);
-  const __m512i sig =
-      _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x800000));
+  const __m512i sig = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0x7fffff)),
+                                      _mm512_set1_epi32(0x800000));
   const __m512i shift = _mm512_min_epi32(
       _mm512_max_epi32(_mm512_sub_epi32(_mm512_set1_epi32(151 - bias - ManBits), exp), one),
       _mm512_set1_epi32(31));
@@ -89,7 +101,8 @@ inline __m512i round_to_fp8(__m512i x, Overflow overflow) {
   const __m512i rem = _mm512_and_si512(sig, _mm512_sub_epi32(_mm512_sllv_epi32(one, shift), one));
   const __m512i half = _mm512_sllv_epi32(one, _mm512_sub_epi32(shift, one));
   const __mmask16 above_half = _mm512_cmpgt_epu32_mask(rem, half);
-  const __mmask16 tie_odd = _mm512_mask_test_epi32_mask(_mm512_cmpeq_epi32_mask(rem, half), kept, one);
+  const __mmask16 tie_odd =
+      _mm512_mask_test_epi32_mask(_mm512_cmpeq_epi32_mask(rem, half), kept, one);
   const __m512i code_subnormal = _mm512_mask_add_epi32(kept, above_half | tie_odd, kept, one);
 
   const __mmask16 is_normal = _mm512_cmpge_epu32_mask(exp, _mm512_set1_epi32(min_normal_f32_exp));
@@ -127,8 +140,8 @@ void f32_to_fp8(const float* src, uint8_t* dst, size_t n, float scale, Overflow 
 
 void f32_to_f16(const float* src, uint16_t* dst, size_t n) {
   for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
-    const __m256i h = _mm512_cvtps_ph(load_f32(src + i, m, block),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i h =
+        _mm512_cvtps_ph(load_f32(src + i, m, block), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     store_u16(dst + i, m, h, block);
   });
 }
@@ -143,8 +156,8 @@ namespace {
 // 16 fp32 patterns to bf16 patterns, one per 32-bit lane; see round_f32_bits_to_bf16.
 inline __m512i round_to_bf16(__m512i x) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i r = _mm512_srli_epi32(
-      _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
   const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
       _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   return _mm512_mask_or_epi32(r, is_nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
@@ -190,7 +203,8 @@ void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
     const __m512i magnitude = _mm512_and_si512(code, _mm512_set1_epi32(0x7f));
     const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(code, 7), 31);
     const __m256i half_bits = _mm512_cvtepi32_epi16(_mm512_slli_epi32(magnitude, 7));
-    __m512i v = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(half_bits), _mm512_set1_ps(256.0f)));
+    __m512i v =
+        _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtph_ps(half_bits), _mm512_set1_ps(256.0f)));
     v = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7f)), v,
                                 _mm512_set1_epi32(0x7fc00000));
     const __m512 value = _mm512_castsi512_ps(_mm512_or_si512(v, sign));
@@ -202,7 +216,8 @@ void e5m2_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv) {
   // An E5M2 code is the top byte of the fp16 with the same value.
   const __m512 vscale = _mm512_set1_ps(scale_inv);
   for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
-    const __m256i half_bits = _mm256_slli_epi16(_mm256_cvtepu8_epi16(load_u8(src + i, m, block)), 8);
+    const __m256i half_bits =
+        _mm256_slli_epi16(_mm256_cvtepu8_epi16(load_u8(src + i, m, block)), 8);
     store_f32(dst + i, m, _mm512_mul_ps(_mm512_cvtph_ps(half_bits), vscale), block);
   });
 }

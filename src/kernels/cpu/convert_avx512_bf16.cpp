@@ -48,8 +48,8 @@ void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
     const size_t rest = n - i;
     const __mmask16 m_lo = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
     const __mmask16 m_hi = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
-    const __m512i r = convert32(_mm512_maskz_loadu_ps(m_lo, src + i),
-                                _mm512_maskz_loadu_ps(m_hi, src + i + 16));
+    const __m512i r =
+        convert32(_mm512_maskz_loadu_ps(m_lo, src + i), _mm512_maskz_loadu_ps(m_hi, src + i + 16));
     _mm512_mask_storeu_epi16(dst + i, __mmask32(m_lo) | (__mmask32(m_hi) << 16), r);
   }
 }
