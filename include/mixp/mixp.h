@@ -29,10 +29,16 @@
 // Errors are thrown as mixp::Error (mixp/error.h); the library never exits or aborts.
 #pragma once
 
+#include "mixp/autograd.h"
 #include "mixp/convert.h"
 #include "mixp/cpu.h"
 #include "mixp/dtype.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"
 #include "mixp/format.h"
+#include "mixp/memory.h"
+#include "mixp/op_kind.h"
+#include "mixp/ops.h"
 #include "mixp/random.h"
+#include "mixp/runtime.h"
+#include "mixp/tensor.h"

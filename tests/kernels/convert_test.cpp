@@ -98,7 +98,7 @@ TEST(ConvertPaths, F32ToNarrowMatchesTheReference) {
 
 template <typename T>
 std::vector<T> every_code() {
-  std::vector<T> codes(size_t(1) << (8 * sizeof(T)));
+  std::vector<T> codes(static_cast<size_t>(1) << (8 * sizeof(T)));
   for (size_t c = 0; c < codes.size(); ++c)
     codes[c] = T::from_bits(static_cast<decltype(T::bits)>(c));
   return codes;

@@ -1,0 +1,52 @@
+// mixp/op_kind.h — the closed set of ops, and one table that gives each its name and its
+// autocast policy. Adding an op to the enum without a row breaks the build (static_assert).
+//
+// Example:
+//
+//   const mixp::OpInfo& info = mixp::op_info(mixp::OpKind::softmax);
+//   // info.name == "softmax", info.policy == mixp::CastPolicy::fp32_compute,
+//   // info.fp32_output == false: softmax computes in fp32 and returns the input's dtype
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace mixp {
+
+enum class OpKind : uint16_t {
+  // elementwise
+  add, sub, mul, div, add_scalar, mul_scalar, neg, exp, log, sqrt, rsqrt, pow_scalar, tanh,
+  sigmoid, relu, gelu, gelu_tanh, silu,
+  // reductions
+  sum, mean, max,
+  // linear algebra
+  matmul, linear, bmm,
+  // softmax and losses
+  softmax, log_softmax, cross_entropy, mse_loss,
+  // layout
+  transpose, permute,
+};
+inline constexpr int kOpKindCount = int(OpKind::permute) + 1;
+
+/// What autocast does with an op's floating inputs (mixp/amp, from the mixed-precision issue).
+enum class CastPolicy : uint8_t {
+  lower_precision,  ///< inputs cast to the autocast dtype; fp32 accumulation; low-precision output
+  fp32_compute,     ///< inputs widened to fp32; output fp32 or the input's dtype (fp32_output)
+  promote,          ///< mixed inputs go to the widest input dtype
+  banned,           ///< refused under autocast, with the safe alternative named
+  keep,             ///< runs in the dtype it is given (exact or dtype-agnostic ops)
+};
+
+struct OpInfo {
+  OpKind kind;
+  const char* name;
+  CastPolicy policy;
+  bool fp32_output;  ///< for fp32_compute: the result is fp32 (losses, reductions)
+};
+
+const OpInfo& op_info(OpKind kind);
+std::span<const OpInfo> all_ops();
+const char* name_of(OpKind kind);
+const char* name_of(CastPolicy policy);
+
+}  // namespace mixp

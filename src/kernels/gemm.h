@@ -1,0 +1,29 @@
+// Batched matrix products with fp32 accumulation. Private to mixp.
+//   fast: oneDNN matmul for f32 and bf16 inputs (bf16 only where the CPU has AVX-512 BF16;
+//         the caller widens otherwise), f32 output.
+//   reference: plain loops accumulating in double, f32 or f64 output.
+#pragma once
+
+#include <cstdint>
+
+#include "mixp/dtype.h"
+
+namespace mixp::kernels {
+
+/// C[b] = op(A[b]) op(B[b]) for b < batch, with C [m, n] row-major and contiguous per batch.
+/// A is stored [m, k] row-major ([k, m] when trans_a); B is [k, n] ([n, k] when trans_b).
+/// batch_a and batch_b are batch or 1 (1: the same matrix for every b).
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch_a = 1, batch_b = 1;
+};
+
+/// in: f32 or bf16; C is f32. Uses oneDNN.
+void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c);
+/// in: f32, f64, f16 or bf16; C is f64 for f64 inputs, else f32.
+void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, void* c);
+/// True when gemm_fast takes bf16 inputs on this CPU.
+bool gemm_fast_has_bf16();
+
+}  // namespace mixp::kernels

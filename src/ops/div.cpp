@@ -1,0 +1,29 @@
+// div: out = a / b; da = g / b, db = -g a / b^2, with NumPy broadcasting.
+// Shape contract: a and b broadcast to the output shape; same dtype; gradients are summed back
+// to each input's shape.
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct DivOp {
+  const char* name = "div";
+  bool needs_inputs = true;
+  template <typename C>
+  C forward(C a, C b) const {
+    return a / b;
+  }
+  template <typename C>
+  C grad_a(C g, C a, C b) const {
+    (void)a;
+    return g / b;
+  }
+  template <typename C>
+  C grad_b(C g, C a, C b) const {
+    return -g * a / (b * b);
+  }
+};
+}  // namespace
+
+Tensor div(const Tensor& a, const Tensor& b) { return detail::binary(a, b, DivOp{}); }
+
+}  // namespace mixp::ops

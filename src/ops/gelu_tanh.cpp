@@ -1,0 +1,29 @@
+// gelu_tanh: y = x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3), GPT-2's form.
+// Shape contract: any shape; the output has the input's shape and dtype.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct GeluTanhOp {
+  const char* name = "gelu_tanh";
+  detail::Saved saved = detail::Saved::input;
+  template <typename C>
+  C forward(C x) const {
+    const C u = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
+    return C(0.5) * x * (C(1) + std::tanh(u));
+  }
+  template <typename C>
+  C backward(C g, C s) const {
+    const C u = C(0.79788456080286535588) * (s + C(0.044715) * s * s * s);
+    const C t = std::tanh(u);
+    const C du = C(0.79788456080286535588) * (C(1) + C(3 * 0.044715) * s * s);
+    return g * (C(0.5) * (C(1) + t) + C(0.5) * s * (C(1) - t * t) * du);
+  }
+};
+}  // namespace
+
+Tensor gelu_tanh(const Tensor& x) { return detail::unary(x, GeluTanhOp{}); }
+
+}  // namespace mixp::ops

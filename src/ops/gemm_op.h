@@ -1,0 +1,16 @@
+// The product behind matmul, bmm and linear: picks the kernel, widens where the CPU has no
+// native bf16 (exactly: bf16 and f16 values are f32 values), adds a bias in fp32 and rounds
+// once to the output dtype. Private to mixp.
+#pragma once
+
+#include "kernels/gemm.h"
+#include "mixp/tensor.h"
+
+namespace mixp::ops::detail {
+
+/// op(a) op(b) per s, as a tensor of `out_shape` and `out_dtype`; bias (if defined) is added
+/// to every row before rounding. Not recorded by autograd.
+Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
+            DType out_dtype, const Tensor& bias = Tensor());
+
+}  // namespace mixp::ops::detail

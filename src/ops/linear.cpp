@@ -1,0 +1,74 @@
+// linear: y = x W^T + bias, with fp32 accumulation (f64 for f64), the bias added in fp32 and
+// one rounding to the output dtype (the inputs' unless given). Weights are [out, in], as in
+// PyTorch.
+// Shape contract: x [..., in]; weight [out, in]; bias [out] or undefined; all the same dtype;
+// the result is [..., out].
+// Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation).
+#include "ops/gemm_op.h"
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+
+struct LinearBackward : autograd::Node {
+  autograd::SavedTensor x, weight;
+  DType bias_dtype = DType::f32;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor xv = x.get(), wv = weight.get();
+    const Tensor g = grads[0].to(xv.dtype()).detach();
+    const int64_t in = wv.size(1), out = wv.size(0), rows = xv.numel() / std::max<int64_t>(in, 1);
+    Tensor dx, dw, db;
+    if (next[0].node) {  // [rows, out] x [out, in]
+      dx = detail::gemm({1, rows, in, out, false, false, 1, 1}, g, wv, xv.shape(), xv.dtype());
+    }
+    if (next[1].node) {  // [rows, out]^T x [rows, in]
+      dw = detail::gemm({1, out, in, rows, true, false, 1, 1}, g, xv, wv.shape(), wv.dtype());
+    }
+    if (next.size() > 2 && next[2].node) {
+      NoGradGuard no_grad;
+      db = ops::sum(grads[0].reshape({rows, out}), {0}).to(bias_dtype).detach();
+    }
+    if (next.size() == 2) return {dx, dw};
+    return {dx, dw, db};
+  }
+  void release() override {
+    x.reset();
+    weight.reset();
+  }
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              std::optional<DType> out_dtype) {
+  detail::check_floating("linear", x, "input");
+  detail::check_floating("linear", weight, "weight");
+  detail::check_same_dtype("linear", x, weight);
+  MIXP_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got ", weight.shape().to_string());
+  MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", x.shape().to_string(),
+             " does not end in the weight's in-features ", weight.size(1), " (weight ",
+             weight.shape().to_string(), ")");
+  if (bias.defined()) {
+    detail::check_floating("linear", bias, "bias");
+    MIXP_CHECK(bias.ndim() == 1 && bias.size(0) == weight.size(0), "linear: bias must be [",
+               weight.size(0), "], got ", bias.shape().to_string());
+  }
+  const DType out = out_dtype.value_or(x.dtype());
+  const int64_t in = weight.size(1), n_out = weight.size(0);
+  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+  std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
+  dims.back() = n_out;
+  const Shape out_shape(dims);
+  Tensor y = detail::gemm({1, rows, n_out, in, false, true, 1, 1}, x, weight, out_shape, out, bias);
+  if (auto node = bias.defined()
+                      ? autograd::make_node<LinearBackward>("linear", {&x, &weight, &bias})
+                      : autograd::make_node<LinearBackward>("linear", {&x, &weight})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace mixp::ops

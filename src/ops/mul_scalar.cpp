@@ -1,0 +1,27 @@
+// mul_scalar: y = x * s; dx = g * s.
+// Shape contract: any shape; the output has the input's shape and dtype.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct MulScalarOp {
+  const char* name;
+  detail::Saved saved;
+  double scalar;
+  template <typename C>
+  C forward(C x) const {
+    return x * C(scalar);
+  }
+  template <typename C>
+  C backward(C g, C v) const {
+    (void)v;
+    return g * C(scalar);
+  }
+};
+}  // namespace
+
+Tensor mul_scalar(const Tensor& x, double s) { return detail::unary(x, MulScalarOp{"mul_scalar", detail::Saved::nothing, s}); }
+
+}  // namespace mixp::ops

@@ -1,0 +1,72 @@
+#include "ops/op_helpers.h"
+
+#include <algorithm>
+
+#include "tensor/tensor_impl.h"
+
+namespace mixp::ops::detail {
+
+void check_floating(const char* op, const Tensor& t, const char* what) {
+  MIXP_CHECK(t.defined(), op, ": the ", what, " is undefined");
+  const DType d = t.dtype();
+  MIXP_CHECK(d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16, op,
+             ": the ", what, " has dtype ", name_of(d), " (shape ", t.shape().to_string(),
+             "); ops compute on f32, f64, f16 and bf16 (convert FP8 with to() first)");
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  MIXP_CHECK(a.dtype() == b.dtype(), op, ": inputs have different dtypes, ", name_of(a.dtype()),
+             " ", a.shape().to_string(), " and ", name_of(b.dtype()), " ", b.shape().to_string(),
+             "; convert one with to(), or use autocast");
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const int nd = std::max(a.ndim(), b.ndim());
+  std::vector<int64_t> dims(static_cast<size_t>(nd));
+  for (int i = 0; i < nd; ++i) {
+    const int ia = a.ndim() - nd + i, ib = b.ndim() - nd + i;
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    MIXP_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a.to_string(), " and ",
+               b.to_string(), " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    dims[size_t(i)] = da == 1 ? db : da;
+  }
+  return Shape(dims);
+}
+
+Tensor expand(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  Tensor out = empty(shape, t.dtype());
+  const int nd = shape.ndim();
+  const std::vector<int64_t> strides = kernels::broadcast_strides(t.shape(), shape);
+  const size_t size = size_t(size_of(t.dtype()));
+  const char* src = static_cast<const char*>(t.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t rest = i, offset = 0;
+    for (int d = nd - 1; d >= 0; --d) {
+      offset += (rest % shape[d]) * strides[size_t(d)];
+      rest /= shape[d];
+    }
+    std::memcpy(dst + size_t(i) * size, src + size_t(offset) * size, size);
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  std::vector<int> dims;
+  const int lead = g.ndim() - shape.ndim();
+  for (int d = 0; d < g.ndim(); ++d) {
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  }
+  Tensor s;
+  {
+    NoGradGuard no_grad;
+    s = ops::sum(g, dims, /*keepdim=*/true);
+  }
+  return s.view(shape).detach();
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+
+}  // namespace mixp::ops::detail

@@ -1,0 +1,184 @@
+// Shared machinery of the ops: argument checks, broadcasting, and the generic elementwise op
+// that runs an op functor on the fast or the reference kernel and records its backward.
+// Private to mixp.
+#pragma once
+
+#include <vector>
+
+#include "autograd/engine.h"
+#include "kernels/elementwise.h"
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+#include "mixp/ops.h"
+#include "mixp/runtime.h"
+#include "tensor/element.h"
+
+namespace mixp::ops::detail {
+
+/// Throws unless `t` is a defined f32, f64, f16 or bf16 tensor.
+void check_floating(const char* op, const Tensor& t, const char* what = "input");
+/// Throws unless a and b have the same dtype.
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+/// The NumPy broadcast of two shapes; throws naming the op and both shapes.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+/// `t` materialized at the broadcast shape `shape`.
+Tensor expand(const Tensor& t, const Shape& shape);
+/// Sums `g` down to `shape` (the inverse of broadcasting), accumulating in fp32.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+/// The gradient dtype must be the tensor's: throws otherwise (a bug in an op's backward).
+Tensor empty_like(const Tensor& t);
+
+// ---- the generic unary op ----
+// Op has: const char* name; Saved saved; template <C> C forward(C x) const;
+// template <C> C backward(C grad, C saved) const, with saved the input, the output, or (for
+// Saved::nothing) the gradient again.
+enum class Saved { input, output, nothing };
+
+template <typename Op>
+struct UnaryBackward : autograd::Node {
+  Op op;
+  autograd::SavedTensor saved;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release() override { saved.reset(); }
+};
+
+template <typename T, typename F>
+void run_map1(const Tensor& in, Tensor& out, const F& f) {
+  const int64_t n = in.numel();
+  if (reference_mode()) {
+    kernels::map1_reference(in.data<T>(), out.data<T>(), n, f);
+  } else {
+    kernels::map1_fast(in.data<T>(), out.data<T>(), n, f);
+  }
+}
+
+template <typename T, typename F>
+void run_map2(const Tensor& a, const Tensor& b, Tensor& out, const F& f) {
+  const int64_t n = a.numel();
+  if (reference_mode()) {
+    kernels::map2_reference(a.data<T>(), b.data<T>(), out.data<T>(), n, f);
+  } else {
+    kernels::map2_fast(a.data<T>(), b.data<T>(), out.data<T>(), n, f);
+  }
+}
+
+template <typename T, typename F>
+void run_map3(const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out, const F& f) {
+  const int64_t n = a.numel();
+  if (reference_mode()) {
+    kernels::map3_reference(a.data<T>(), b.data<T>(), c.data<T>(), out.data<T>(), n, f);
+  } else {
+    kernels::map3_fast(a.data<T>(), b.data<T>(), c.data<T>(), out.data<T>(), n, f);
+  }
+}
+
+template <typename Op>
+Tensor unary(const Tensor& x, const Op& op) {
+  check_floating(op.name, x);
+  Tensor y = empty(x.shape(), x.dtype());
+  visit_floating(x.dtype(), op.name, [&]<typename T>() {
+    run_map1<T>(x, y, [&](auto v) { return op.forward(v); });
+  });
+  if (auto node = autograd::make_node<UnaryBackward<Op>>(op.name, {&x})) {
+    node->op = op;
+    if (op.saved != Saved::nothing) {
+      node->saved = autograd::SavedTensor(op.saved == Saved::output ? y : x);
+    }
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+template <typename Op>
+std::vector<Tensor> UnaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
+  const Tensor& g = grads[0];
+  Tensor dx = empty_like(g);
+  visit_floating(g.dtype(), op.name, [&]<typename T>() {
+    if (op.saved == Saved::nothing) {
+      run_map1<T>(g, dx, [&](auto grad) { return op.backward(grad, grad); });
+    } else {
+      run_map2<T>(g, saved.get(), dx, [&](auto grad, auto v) { return op.backward(grad, v); });
+    }
+  });
+  return {dx};
+}
+
+// ---- the generic binary op, with broadcasting ----
+// Op has: const char* name; bool needs_inputs (false: the gradients depend on g alone, and
+// nothing is saved); template <C> C forward(C a, C b) const;
+// template <C> C grad_a(C g, C a, C b) const; template <C> C grad_b(C g, C a, C b) const.
+
+template <typename Op>
+struct BinaryBackward : autograd::Node {
+  Op op;
+  autograd::SavedTensor a, b;
+  Shape a_shape, b_shape, out_shape;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release() override {
+    a.reset();
+    b.reset();
+  }
+};
+
+template <typename Op>
+Tensor binary(const Tensor& a, const Tensor& b, const Op& op) {
+  check_floating(op.name, a, "first input");
+  check_floating(op.name, b, "second input");
+  check_same_dtype(op.name, a, b);
+  const Shape shape = broadcast_shapes(op.name, a.shape(), b.shape());
+  Tensor out = empty(shape, a.dtype());
+  visit_floating(a.dtype(), op.name, [&]<typename T>() {
+    auto f = [&](auto x, auto y) { return op.forward(x, y); };
+    if (a.shape() == b.shape()) {
+      run_map2<T>(a, b, out, f);
+    } else if (reference_mode()) {
+      kernels::broadcast_map2<T, decltype(f), true>(a.data<T>(), a.shape(), b.data<T>(), b.shape(),
+                                                    out.data<T>(), shape, f);
+    } else {
+      kernels::broadcast_map2<T, decltype(f), false>(a.data<T>(), a.shape(), b.data<T>(),
+                                                     b.shape(), out.data<T>(), shape, f);
+    }
+  });
+  if (auto node = autograd::make_node<BinaryBackward<Op>>(op.name, {&a, &b})) {
+    node->op = op;
+    if (op.needs_inputs) {
+      node->a = autograd::SavedTensor(a);
+      node->b = autograd::SavedTensor(b);
+    }
+    node->a_shape = a.shape();
+    node->b_shape = b.shape();
+    node->out_shape = shape;
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+template <typename Op>
+std::vector<Tensor> BinaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
+  const Tensor& g = grads[0];
+  Tensor av, bv;
+  if (op.needs_inputs) {
+    av = expand(a.get(), out_shape);
+    bv = expand(b.get(), out_shape);
+  }
+  std::vector<Tensor> result(2);
+  for (int which = 0; which < 2; ++which) {
+    if (!next[size_t(which)].node) continue;
+    Tensor d = empty_like(g);
+    visit_floating(g.dtype(), op.name, [&]<typename T>() {
+      if (!op.needs_inputs) {
+        run_map1<T>(g, d, [&](auto gg) {
+          return which == 0 ? op.grad_a(gg, gg, gg) : op.grad_b(gg, gg, gg);
+        });
+      } else if (which == 0) {
+        run_map3<T>(g, av, bv, d, [&](auto gg, auto x, auto y) { return op.grad_a(gg, x, y); });
+      } else {
+        run_map3<T>(g, av, bv, d, [&](auto gg, auto x, auto y) { return op.grad_b(gg, x, y); });
+      }
+    });
+    result[size_t(which)] = sum_to(d, which == 0 ? a_shape : b_shape);
+  }
+  return result;
+}
+
+}  // namespace mixp::ops::detail

@@ -1,0 +1,66 @@
+#include "mixp/op_kind.h"
+
+namespace mixp {
+namespace {
+
+using enum CastPolicy;
+constexpr OpInfo kOps[] = {
+    {OpKind::add, "add", promote, false},
+    {OpKind::sub, "sub", promote, false},
+    {OpKind::mul, "mul", promote, false},
+    {OpKind::div, "div", promote, false},
+    {OpKind::add_scalar, "add_scalar", keep, false},
+    {OpKind::mul_scalar, "mul_scalar", keep, false},
+    {OpKind::neg, "neg", keep, false},
+    {OpKind::exp, "exp", fp32_compute, true},
+    {OpKind::log, "log", fp32_compute, true},
+    {OpKind::sqrt, "sqrt", keep, false},
+    {OpKind::rsqrt, "rsqrt", fp32_compute, true},
+    {OpKind::pow_scalar, "pow_scalar", fp32_compute, true},
+    {OpKind::tanh, "tanh", keep, false},
+    {OpKind::sigmoid, "sigmoid", keep, false},
+    {OpKind::relu, "relu", keep, false},
+    {OpKind::gelu, "gelu", keep, false},
+    {OpKind::gelu_tanh, "gelu_tanh", keep, false},
+    {OpKind::silu, "silu", keep, false},
+    {OpKind::sum, "sum", fp32_compute, true},
+    {OpKind::mean, "mean", fp32_compute, true},
+    {OpKind::max, "max", keep, false},
+    {OpKind::matmul, "matmul", lower_precision, false},
+    {OpKind::linear, "linear", lower_precision, false},
+    {OpKind::bmm, "bmm", lower_precision, false},
+    {OpKind::softmax, "softmax", fp32_compute, false},
+    {OpKind::log_softmax, "log_softmax", fp32_compute, true},
+    {OpKind::cross_entropy, "cross_entropy", fp32_compute, true},
+    {OpKind::mse_loss, "mse_loss", fp32_compute, true},
+    {OpKind::transpose, "transpose", keep, false},
+    {OpKind::permute, "permute", keep, false},
+};
+static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
+
+constexpr bool rows_in_enum_order() {
+  for (int i = 0; i < kOpKindCount; ++i) {
+    if (int(kOps[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(rows_in_enum_order(), "kOps rows must follow the OpKind order");
+
+}  // namespace
+
+const OpInfo& op_info(OpKind kind) { return kOps[size_t(kind)]; }
+std::span<const OpInfo> all_ops() { return kOps; }
+const char* name_of(OpKind kind) { return op_info(kind).name; }
+
+const char* name_of(CastPolicy policy) {
+  switch (policy) {
+    case lower_precision: return "lower_precision";
+    case fp32_compute: return "fp32_compute";
+    case promote: return "promote";
+    case banned: return "banned";
+    case keep: return "keep";
+  }
+  return "unknown";
+}
+
+}  // namespace mixp

@@ -1,0 +1,25 @@
+// relu: y = max(x, 0); dx = g where x > 0.
+// Shape contract: any shape; the output has the input's shape and dtype.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct ReluOp {
+  const char* name = "relu";
+  detail::Saved saved = detail::Saved::input;
+  template <typename C>
+  C forward(C x) const {
+    return x > C(0) ? x : C(0);
+  }
+  template <typename C>
+  C backward(C g, C s) const {
+    return s > C(0) ? g : C(0);
+  }
+};
+}  // namespace
+
+Tensor relu(const Tensor& x) { return detail::unary(x, ReluOp{}); }
+
+}  // namespace mixp::ops

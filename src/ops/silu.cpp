@@ -1,0 +1,26 @@
+// silu: y = x sigmoid(x); dx = g sigmoid(x) (1 + x (1 - sigmoid(x))).
+// Shape contract: any shape; the output has the input's shape and dtype.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct SiluOp {
+  const char* name = "silu";
+  detail::Saved saved = detail::Saved::input;
+  template <typename C>
+  C forward(C x) const {
+    return x / (C(1) + std::exp(-x));
+  }
+  template <typename C>
+  C backward(C g, C s) const {
+    const C sig = C(1) / (C(1) + std::exp(-s));
+    return g * sig * (C(1) + s * (C(1) - sig));
+  }
+};
+}  // namespace
+
+Tensor silu(const Tensor& x) { return detail::unary(x, SiluOp{}); }
+
+}  // namespace mixp::ops

@@ -1,0 +1,32 @@
+// sub: out = a - b, with NumPy broadcasting.
+// Shape contract: a and b broadcast to the output shape; same dtype; gradients are summed back
+// to each input's shape.
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+struct SubOp {
+  const char* name = "sub";
+  bool needs_inputs = false;
+  template <typename C>
+  C forward(C a, C b) const {
+    return a - b;
+  }
+  template <typename C>
+  C grad_a(C g, C a, C b) const {
+    (void)a;
+    (void)b;
+    return g;
+  }
+  template <typename C>
+  C grad_b(C g, C a, C b) const {
+    (void)a;
+    (void)b;
+    return -g;
+  }
+};
+}  // namespace
+
+Tensor sub(const Tensor& a, const Tensor& b) { return detail::binary(a, b, SubOp{}); }
+
+}  // namespace mixp::ops

@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+#include "mixp/memory.h"
+#include "mixp/ops.h"
+
+namespace mixp {
+namespace {
+
+TEST(Autograd, ChainRuleAndAccumulationOverUses) {
+  Tensor x = from_values({1, 2, 3}, {3}).set_requires_grad(true);
+  Tensor y = ops::sum(ops::add(ops::mul(x, x), x));  // sum(x^2 + x)
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3, 5, 7}));
+  // A second graph accumulates into the same .grad.
+  ops::sum(x).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{4, 6, 8}));
+  EXPECT_EQ(x.grad().tag(), MemoryTag::gradient);
+}
+
+TEST(Autograd, NoGradDetachAndLeaves) {
+  Tensor x = ones({2}).set_requires_grad(true);
+  {
+    NoGradGuard no_grad;
+    EXPECT_FALSE(ops::exp(x).requires_grad());
+  }
+  EXPECT_TRUE(ops::exp(x).requires_grad());
+  EXPECT_FALSE(ops::exp(x).detach().requires_grad());
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(ops::exp(x).is_leaf());
+  EXPECT_THROW(ops::exp(x).set_requires_grad(true), Error);
+  EXPECT_THROW(ops::sum(zeros({2})).backward(), Error);  // nothing requires grad
+  EXPECT_THROW(ops::exp(x).backward(), Error);           // not a scalar, no gradient given
+}
+
+TEST(Autograd, TheGraphIsFreedAfterBackward) {
+  Tensor x = ones({4}).set_requires_grad(true);
+  Tensor h = ops::exp(x);
+  Tensor y = ops::sum(h);
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);  // freed
+}
+
+TEST(Autograd, InPlaceChangeOfASavedTensorIsCaught) {
+  Tensor x = ones({3}).set_requires_grad(true);
+  Tensor h = ops::mul_scalar(x, 2.0);
+  Tensor y = ops::sum(ops::mul(h, h));  // saves h
+  h.fill_(5.0);
+  EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(Autograd, LowPrecisionLeafCanAccumulateInFp32) {
+  Tensor w = full({3}, 1.0, DType::bf16).set_requires_grad(true).set_grad_dtype(DType::f32);
+  for (int i = 0; i < 3; ++i) {
+    ops::sum(ops::mul_scalar(w, 1.0 + 0x1p-9)).backward();
+  }
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  // In bf16, 1 + 2^-9 rounds to 1; the fp32 buffer keeps it: 3 (1 + 2^-9) exactly.
+  EXPECT_EQ(w.grad().to_vector()[0], double(3.0f * float(bfloat16(1.0f + 0x1p-9f))));
+  Tensor plain = full({3}, 1.0, DType::bf16).set_requires_grad(true);
+  ops::sum(plain).backward();
+  EXPECT_EQ(plain.grad().dtype(), DType::bf16);
+}
+
+TEST(Autograd, SavedActivationsKeepTheirDtype) {
+  const Tensor w = full({256, 256}, 0.01, DType::bf16).set_requires_grad(true);
+  const Tensor x = full({64, 256}, 1.0, DType::bf16);
+  const int64_t before = memory::stats().current(DType::bf16);
+  Tensor h = ops::tanh(ops::matmul(x, w));  // matmul saves x and w, tanh saves its output
+  const int64_t held = memory::stats().current(DType::bf16) - before;
+  // What stays is tanh's output, saved by tanh for backward: bf16, 2 bytes an element. The
+  // matmul's bf16 output is saved by nobody and freed; nothing was kept widened.
+  EXPECT_EQ(held, 64 * 256 * 2);
+  ops::sum(h).backward();
+  EXPECT_EQ(w.grad().dtype(), DType::bf16);
+}
+
+TEST(Autograd, DiamondGraphsRunEachNodeOnce) {
+  Tensor x = from_values({0.5, -1.0}, {2}).set_requires_grad(true);
+  Tensor a = ops::exp(x);
+  Tensor b = ops::mul(a, a);   // a used twice
+  Tensor c = ops::add(b, a);   // and a third time
+  ops::sum(c).backward();
+  const std::vector<double> v = x.to_vector(), g = x.grad().to_vector();
+  for (size_t i = 0; i < 2; ++i) {
+    const double e = std::exp(v[i]);
+    EXPECT_NEAR(g[i], 2 * e * e + e, 1e-5 * (2 * e * e + e));
+  }
+}
+
+}  // namespace
+}  // namespace mixp
