@@ -25,8 +25,9 @@ enum class OpKind : uint16_t {
   softmax, log_softmax, cross_entropy, mse_loss,
   // layout
   transpose, permute,
+  count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
-inline constexpr int kOpKindCount = int(OpKind::permute) + 1;
+inline constexpr int kOpKindCount = int(OpKind::count);
 
 /// What autocast does with an op's floating inputs (mixp/amp, from the mixed-precision issue).
 enum class CastPolicy : uint8_t {
