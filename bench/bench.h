@@ -3,7 +3,10 @@
 // both and cancels out.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+
+#include "mixp/dtype.h"
 
 namespace mixp::bench {
 
@@ -15,5 +18,14 @@ struct ConvertBenchOptions {
 /// Bulk conversion fp32 <-> f16, bf16, e4m3, e5m2 on every ISA path this CPU has, beside
 /// memcpy of the same fp32 buffer. GB/s counts the bytes read plus the bytes written.
 int run_convert(const ConvertBenchOptions& options, std::FILE* out);
+
+struct MatmulBenchOptions {
+  DType dtype = DType::f32;
+  int64_t m = 4096, k = 768, n = 3072;
+  int reps = 10;
+};
+
+/// ops::matmul against a bare oneDNN matmul primitive of the same shape, in GFLOP/s.
+int run_matmul(const MatmulBenchOptions& options, std::FILE* out);
 
 }  // namespace mixp::bench

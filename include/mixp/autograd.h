@@ -67,9 +67,9 @@ struct Node {
   virtual void release() {}
 
   const char* name = "";
-  std::vector<Edge> next;     // one per input, in order; an empty node means no gradient
+  std::vector<Edge> next;  // one per input, in order; an empty node means no gradient
   uint32_t num_outputs = 1;
-  uint64_t sequence_nr = 0;   // creation order: later nodes run first
+  uint64_t sequence_nr = 0;  // creation order: later nodes run first
 };
 
 /// A tensor kept for backward: its data without its history (so that graphs have no cycles),

@@ -58,6 +58,12 @@ void reset_peaks();
 /// A table of current and peak bytes by tag and by dtype, in MiB.
 std::string report(const Stats& stats);
 
+/// Bytes of freed tensor memory that mixp keeps for reuse (not counted in Stats), and a way to
+/// give them back to the system. Training loops allocate the same sizes every step; reusing
+/// blocks spares the page faults of fresh memory.
+size_t cached_bytes();
+void release_cached();
+
 /// Called by tensor storage on allocation and release.
 void record_allocation(MemoryTag tag, DType dtype, int64_t bytes);
 void record_release(MemoryTag tag, DType dtype, int64_t bytes);

@@ -15,16 +15,40 @@ namespace mixp {
 
 enum class OpKind : uint16_t {
   // elementwise
-  add, sub, mul, div, add_scalar, mul_scalar, neg, exp, log, sqrt, rsqrt, pow_scalar, tanh,
-  sigmoid, relu, gelu, gelu_tanh, silu,
+  add,
+  sub,
+  mul,
+  div,
+  add_scalar,
+  mul_scalar,
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  pow_scalar,
+  tanh,
+  sigmoid,
+  relu,
+  gelu,
+  gelu_tanh,
+  silu,
   // reductions
-  sum, mean, max,
+  sum,
+  mean,
+  max,
   // linear algebra
-  matmul, linear, bmm,
+  matmul,
+  linear,
+  bmm,
   // softmax and losses
-  softmax, log_softmax, cross_entropy, mse_loss,
+  softmax,
+  log_softmax,
+  cross_entropy,
+  mse_loss,
   // layout
-  transpose, permute,
+  transpose,
+  permute,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 inline constexpr int kOpKindCount = int(OpKind::count);

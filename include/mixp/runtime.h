@@ -15,8 +15,8 @@
 //
 // OpenMP workers of mixp programs spin only briefly before they sleep (GOMP_SPINCOUNT=10000
 // unless the environment already sets OMP_WAIT_POLICY or GOMP_SPINCOUNT): spinning workers stall
-// small shared machines. mixp sets this before the OpenMP runtime starts, from a pre-init hook
-// of the program, so it holds for programs that link mixp statically (the default build).
+// small shared machines. The companion library libmixp_openmp_env.so sets it before the OpenMP
+// runtime reads its environment; mixp::mixp links it for you.
 #pragma once
 
 namespace mixp {
@@ -39,5 +39,8 @@ class ReferenceMode {
 /// Threads for parallel kernels (mixp's and oneDNN's); at least 1.
 void set_num_threads(int threads);
 int num_threads();
+/// True when mixp limited OpenMP's spinning for this process (false when the user's environment
+/// already chose a wait policy).
+bool openmp_spin_limited();
 
 }  // namespace mixp

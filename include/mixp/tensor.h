@@ -87,8 +87,10 @@ class Tensor {
   size_t nbytes() const { return size_t(numel()) * size_t(size_of(dtype())); }
 
   /// The elements, checked against the dtype: data<float>() of a bf16 tensor throws.
-  template <typename T> T* data();
-  template <typename T> const T* data() const;
+  template <typename T>
+  T* data();
+  template <typename T>
+  const T* data() const;
   void* raw_data();
   const void* raw_data() const;
 

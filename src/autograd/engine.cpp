@@ -28,8 +28,8 @@ namespace autograd {
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
-SavedTensor::SavedTensor(const Tensor& t) : data_(t.defined() ? t.detach() : Tensor()),
-                                            version_(t.defined() ? t.version() : 0) {}
+SavedTensor::SavedTensor(const Tensor& t)
+    : data_(t.defined() ? t.detach() : Tensor()), version_(t.defined() ? t.version() : 0) {}
 
 Tensor SavedTensor::get() const {
   MIXP_CHECK(!data_.defined() || data_.version() == version_,

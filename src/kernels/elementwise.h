@@ -7,8 +7,8 @@
 // Private to mixp.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <type_traits>
@@ -48,14 +48,19 @@ inline void narrow(const Compute<T>* src, int64_t n, T* dst) {
 /// One element to double and back, rounding once (the reference path).
 template <typename T>
 inline double to_double(T v) {
-  if constexpr (std::is_same_v<T, double>) return v;
-  else return double(float(v));
+  if constexpr (std::is_same_v<T, double>)
+    return v;
+  else
+    return double(float(v));
 }
 template <typename T>
 inline T from_double(double v) {
-  if constexpr (std::is_same_v<T, double>) return v;
-  else if constexpr (std::is_same_v<T, float>) return float(v);
-  else return T(round_to_float_odd(v));
+  if constexpr (std::is_same_v<T, double>)
+    return v;
+  else if constexpr (std::is_same_v<T, float>)
+    return float(v);
+  else
+    return T(round_to_float_odd(v));
 }
 
 // ---- out[i] = f(in[i]) ----
@@ -132,10 +137,12 @@ template <typename T, typename F, bool Reference>
 void broadcast_map2(const T* a, const Shape& sa, const T* b, const Shape& sb, T* out,
                     const Shape& so, const F& f) {
   const int nd = so.ndim();
-  const std::vector<int64_t> stride_a = broadcast_strides(sa, so), stride_b = broadcast_strides(sb, so);
+  const std::vector<int64_t> stride_a = broadcast_strides(sa, so),
+                             stride_b = broadcast_strides(sb, so);
   const int64_t inner = nd == 0 ? 1 : so[nd - 1];
   const int64_t rows = inner == 0 ? 0 : so.numel() / inner;
-  const int64_t ia = nd == 0 ? 0 : stride_a[size_t(nd - 1)], ib = nd == 0 ? 0 : stride_b[size_t(nd - 1)];
+  const int64_t ia = nd == 0 ? 0 : stride_a[size_t(nd - 1)],
+                ib = nd == 0 ? 0 : stride_b[size_t(nd - 1)];
   auto row = [&](int64_t r) {
     int64_t off_a = 0, off_b = 0, rest = r;
     for (int d = nd - 2; d >= 0; --d) {

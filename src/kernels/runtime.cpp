@@ -7,21 +7,10 @@
 
 #include "mixp/error.h"
 
+extern "C" bool mixp_openmp_env_applied();  // src/runtime/openmp_env.cpp
+
 namespace mixp {
 namespace {
-
-// Runs before any shared library's initializer, so before libgomp reads its environment:
-// entries of .preinit_array run first (they exist only in executables, which is why this
-// needs mixp linked statically; a shared build leaves OpenMP's own default).
-void limit_openmp_spinning(int, char**, char**) {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
-    setenv("GOMP_SPINCOUNT", "10000", 0);
-  }
-}
-#ifndef MIXP_SHARED_LIBRARY
-[[gnu::used, gnu::section(".preinit_array")]] void (*const kPreinit)(int, char**, char**) =
-    &limit_openmp_spinning;
-#endif
 
 bool reference_from_environment() {
   const char* v = std::getenv("MIXP_REFERENCE");
@@ -46,5 +35,7 @@ void set_num_threads(int threads) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+bool openmp_spin_limited() { return mixp_openmp_env_applied(); }
 
 }  // namespace mixp

@@ -22,6 +22,8 @@ struct AddScalarOp {
 };
 }  // namespace
 
-Tensor add_scalar(const Tensor& x, double s) { return detail::unary(x, AddScalarOp{"add_scalar", detail::Saved::nothing, s}); }
+Tensor add_scalar(const Tensor& x, double s) {
+  return detail::unary(x, AddScalarOp{"add_scalar", detail::Saved::nothing, s});
+}
 
 }  // namespace mixp::ops

@@ -78,8 +78,10 @@ void backward_logits(const Tensor& logits, const int64_t* target, const CrossEnt
       }
     }
   };
-  if (parallel) kernels::parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), rows);
-  else rows(0, n);
+  if (parallel)
+    kernels::parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), rows);
+  else
+    rows(0, n);
 }
 
 struct CrossEntropyBackward : autograd::Node {
@@ -95,7 +97,8 @@ struct CrossEntropyBackward : autograd::Node {
       if (reference_mode()) {
         backward_logits<T, double>(x, targets.data<int64_t>(), options, g, count, dx, false);
       } else {
-        backward_logits<T, kernels::Compute<T>>(x, targets.data<int64_t>(), options, g, count, dx, true);
+        backward_logits<T, kernels::Compute<T>>(x, targets.data<int64_t>(), options, g, count, dx,
+                                                true);
       }
     });
     return {dx, Tensor()};
@@ -115,12 +118,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   MIXP_CHECK(targets.defined() && targets.dtype() == DType::i64 && targets.ndim() == 1 &&
                  targets.shape()[0] == logits.shape()[0],
              "cross_entropy: targets must be i64 [", logits.shape()[0], "], got ",
-             targets.defined() ? std::string(name_of(targets.dtype())) + " " + targets.shape().to_string()
-                               : std::string("undefined"));
+             targets.defined()
+                 ? std::string(name_of(targets.dtype())) + " " + targets.shape().to_string()
+                 : std::string("undefined"));
   MIXP_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
              "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
-  MIXP_CHECK(c > 0, "cross_entropy: logits have no classes (shape ", logits.shape().to_string(), ")");
+  MIXP_CHECK(c > 0, "cross_entropy: logits have no classes (shape ", logits.shape().to_string(),
+             ")");
   const int64_t* t = targets.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     MIXP_CHECK(t[i] == o.ignore_index || (t[i] >= 0 && t[i] < c), "cross_entropy: target ", t[i],

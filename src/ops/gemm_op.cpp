@@ -32,8 +32,10 @@ Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const
                               }
                             });
     };
-    if (acc == DType::f64) add_rows.operator()<double>();
-    else add_rows.operator()<float>();
+    if (acc == DType::f64)
+      add_rows.operator()<double>();
+    else
+      add_rows.operator()<float>();
   }
   return direct ? c : c.to(out_dtype).detach();
 }

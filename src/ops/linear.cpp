@@ -44,7 +44,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
   detail::check_floating("linear", x, "input");
   detail::check_floating("linear", weight, "weight");
   detail::check_same_dtype("linear", x, weight);
-  MIXP_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got ", weight.shape().to_string());
+  MIXP_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got ",
+             weight.shape().to_string());
   MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", x.shape().to_string(),
              " does not end in the weight's in-features ", weight.size(1), " (weight ",
              weight.shape().to_string(), ")");

@@ -73,8 +73,8 @@ struct MatmulBackward : autograd::Node {
 Tensor product(const char* op, const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
   const Plan p = plan(op, a, b);
   const DType out = out_dtype.value_or(a.dtype());
-  MIXP_CHECK(is_floating(out) && out != DType::e4m3 && out != DType::e5m2, op,
-             ": output dtype ", name_of(out), " is not f32, f64, f16 or bf16");
+  MIXP_CHECK(is_floating(out) && out != DType::e4m3 && out != DType::e5m2, op, ": output dtype ",
+             name_of(out), " is not f32, f64, f16 or bf16");
   Tensor c = detail::gemm(p.shape, a, b, p.out_shape, out);
   if (auto node = autograd::make_node<MatmulBackward>(op, {&a, &b})) {
     node->a = autograd::SavedTensor(a);
@@ -92,11 +92,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) 
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
-  MIXP_CHECK(a.defined() && b.defined() && a.ndim() == 3 && b.ndim() == 3 &&
-                 a.shape()[0] == b.shape()[0],
-             "bmm: needs a [B, M, K] and b [B, K, N], got ",
-             a.defined() ? a.shape().to_string() : "undefined", " and ",
-             b.defined() ? b.shape().to_string() : "undefined");
+  MIXP_CHECK(
+      a.defined() && b.defined() && a.ndim() == 3 && b.ndim() == 3 && a.shape()[0] == b.shape()[0],
+      "bmm: needs a [B, M, K] and b [B, K, N], got ",
+      a.defined() ? a.shape().to_string() : "undefined", " and ",
+      b.defined() ? b.shape().to_string() : "undefined");
   return product("bmm", a, b, out_dtype);
 }
 

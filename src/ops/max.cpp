@@ -38,7 +38,8 @@ Tensor argmax_kept(const char* op, const Tensor& x, int dim) {
   kept[dim] = 1;
   Tensor index = empty(kept, DType::i64);
   const detail::Around a = detail::around(x.shape(), dim);
-  visit_floating(x.dtype(), op, [&]<typename T>() { argmax_middle<T>(x.data<T>(), a, index.data<int64_t>()); });
+  visit_floating(x.dtype(), op,
+                 [&]<typename T>() { argmax_middle<T>(x.data<T>(), a, index.data<int64_t>()); });
   return index;
 }
 
@@ -87,7 +88,8 @@ Tensor max(const Tensor& x, int dim_in, bool keepdim) {
   char* dst = static_cast<char*>(values.raw_data());
   for (int64_t p = 0; p < a.outer * a.inner; ++p) {
     const int64_t o = p / a.inner, i = p % a.inner;
-    std::memcpy(dst + size_t(p) * size, src + size_t((o * a.n + idx[p]) * a.inner + i) * size, size);
+    std::memcpy(dst + size_t(p) * size, src + size_t((o * a.n + idx[p]) * a.inner + i) * size,
+                size);
   }
   Tensor out = values.view(detail::reduced_shape(x.shape(), {dim}, keepdim)).detach();
   if (auto node = autograd::make_node<MaxBackward>("max", {&x})) {

@@ -53,7 +53,8 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   visit_floating(prediction.dtype(), "mse_loss", [&]<typename T>() {
     loss = reference_mode()
                ? mean_square<T, double>(prediction.data<T>(), target.data<T>(), prediction.numel())
-               : mean_square<T, kernels::Compute<T>>(prediction.data<T>(), target.data<T>(), prediction.numel());
+               : mean_square<T, kernels::Compute<T>>(prediction.data<T>(), target.data<T>(),
+                                                     prediction.numel());
   });
   Tensor out = full({}, loss, prediction.dtype() == DType::f64 ? DType::f64 : DType::f32);
   if (auto node = autograd::make_node<MseBackward>("mse_loss", {&prediction, &target})) {

@@ -22,6 +22,8 @@ struct MulScalarOp {
 };
 }  // namespace
 
-Tensor mul_scalar(const Tensor& x, double s) { return detail::unary(x, MulScalarOp{"mul_scalar", detail::Saved::nothing, s}); }
+Tensor mul_scalar(const Tensor& x, double s) {
+  return detail::unary(x, MulScalarOp{"mul_scalar", detail::Saved::nothing, s});
+}
 
 }  // namespace mixp::ops

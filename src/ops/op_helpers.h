@@ -76,9 +76,8 @@ template <typename Op>
 Tensor unary(const Tensor& x, const Op& op) {
   check_floating(op.name, x);
   Tensor y = empty(x.shape(), x.dtype());
-  visit_floating(x.dtype(), op.name, [&]<typename T>() {
-    run_map1<T>(x, y, [&](auto v) { return op.forward(v); });
-  });
+  visit_floating(x.dtype(), op.name,
+                 [&]<typename T>() { run_map1<T>(x, y, [&](auto v) { return op.forward(v); }); });
   if (auto node = autograd::make_node<UnaryBackward<Op>>(op.name, {&x})) {
     node->op = op;
     if (op.saved != Saved::nothing) {
@@ -135,8 +134,8 @@ Tensor binary(const Tensor& a, const Tensor& b, const Op& op) {
       kernels::broadcast_map2<T, decltype(f), true>(a.data<T>(), a.shape(), b.data<T>(), b.shape(),
                                                     out.data<T>(), shape, f);
     } else {
-      kernels::broadcast_map2<T, decltype(f), false>(a.data<T>(), a.shape(), b.data<T>(),
-                                                     b.shape(), out.data<T>(), shape, f);
+      kernels::broadcast_map2<T, decltype(f), false>(a.data<T>(), a.shape(), b.data<T>(), b.shape(),
+                                                     out.data<T>(), shape, f);
     }
   });
   if (auto node = autograd::make_node<BinaryBackward<Op>>(op.name, {&a, &b})) {

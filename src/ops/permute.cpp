@@ -11,7 +11,8 @@ namespace {
 Tensor permute_copy(const Tensor& x, const std::vector<int>& order) {
   const int nd = x.ndim();
   std::vector<int64_t> in_strides(static_cast<size_t>(nd), 1), out_dims(static_cast<size_t>(nd));
-  for (int d = nd - 2; d >= 0; --d) in_strides[size_t(d)] = in_strides[size_t(d + 1)] * x.shape()[d + 1];
+  for (int d = nd - 2; d >= 0; --d)
+    in_strides[size_t(d)] = in_strides[size_t(d + 1)] * x.shape()[d + 1];
   for (int d = 0; d < nd; ++d) out_dims[size_t(d)] = x.shape()[order[size_t(d)]];
   const Shape out_shape(out_dims);
   Tensor out = empty(out_shape, x.dtype());
@@ -61,7 +62,8 @@ Tensor permute(const Tensor& x, std::vector<int> order) {
 
 Tensor transpose(const Tensor& x, int dim0, int dim1) {
   MIXP_CHECK(x.defined(), "transpose: the input is undefined");
-  const int a = x.shape().normalize_dim(dim0, "transpose"), b = x.shape().normalize_dim(dim1, "transpose");
+  const int a = x.shape().normalize_dim(dim0, "transpose"),
+            b = x.shape().normalize_dim(dim1, "transpose");
   std::vector<int> order(size_t(x.ndim()));
   for (int d = 0; d < x.ndim(); ++d) order[size_t(d)] = d;
   std::swap(order[size_t(a)], order[size_t(b)]);

@@ -21,6 +21,8 @@ struct PowOp {
 };
 }  // namespace
 
-Tensor pow(const Tensor& x, double exponent) { return detail::unary(x, PowOp{"pow_scalar", detail::Saved::input, exponent}); }
+Tensor pow(const Tensor& x, double exponent) {
+  return detail::unary(x, PowOp{"pow_scalar", detail::Saved::input, exponent});
+}
 
 }  // namespace mixp::ops

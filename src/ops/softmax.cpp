@@ -20,7 +20,8 @@ void for_each_line(detail::Around a, bool parallel, Body body) {
     }
   };
   if (parallel) {
-    kernels::parallel_for(a.outer * a.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(a.n, 1)), run);
+    kernels::parallel_for(a.outer * a.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(a.n, 1)),
+                          run);
   } else {
     run(0, a.outer * a.inner);
   }
@@ -33,7 +34,8 @@ void softmax_lines(const T* x, T* y, detail::Around a, bool log, bool parallel) 
     Acc m = Acc(kernels::to_double(x[base]));
     for (int64_t k = 1; k < a.n; ++k) m = std::max(m, Acc(kernels::to_double(x[base + k * s])));
     Acc total = 0;
-    for (int64_t k = 0; k < a.n; ++k) total += std::exp(Acc(kernels::to_double(x[base + k * s])) - m);
+    for (int64_t k = 0; k < a.n; ++k)
+      total += std::exp(Acc(kernels::to_double(x[base + k * s])) - m);
     const Acc log_total = std::log(total);
     for (int64_t k = 0; k < a.n; ++k) {
       const Acc v = Acc(kernels::to_double(x[base + k * s])) - m;
@@ -43,7 +45,8 @@ void softmax_lines(const T* x, T* y, detail::Around a, bool log, bool parallel) 
 }
 
 template <typename T, typename Acc>
-void softmax_backward_lines(const T* g, const T* y, T* dx, detail::Around a, bool log, bool parallel) {
+void softmax_backward_lines(const T* g, const T* y, T* dx, detail::Around a, bool log,
+                            bool parallel) {
   for_each_line(a, parallel, [&](int64_t base) {
     const int64_t s = a.inner;
     Acc dot = 0;
@@ -54,7 +57,8 @@ void softmax_backward_lines(const T* g, const T* y, T* dx, detail::Around a, boo
     for (int64_t k = 0; k < a.n; ++k) {
       const Acc gk = Acc(kernels::to_double(g[base + k * s]));
       const Acc yk = Acc(kernels::to_double(y[base + k * s]));
-      dx[base + k * s] = kernels::from_double<T>(double(log ? gk - std::exp(yk) * dot : yk * (gk - dot)));
+      dx[base + k * s] =
+          kernels::from_double<T>(double(log ? gk - std::exp(yk) * dot : yk * (gk - dot)));
     }
   });
 }
@@ -69,9 +73,11 @@ struct SoftmaxBackward : autograd::Node {
     const detail::Around a = detail::around(y.shape(), dim);
     visit_floating(y.dtype(), name, [&]<typename T>() {
       if (reference_mode()) {
-        softmax_backward_lines<T, double>(grads[0].data<T>(), y.data<T>(), dx.data<T>(), a, log, false);
+        softmax_backward_lines<T, double>(grads[0].data<T>(), y.data<T>(), dx.data<T>(), a, log,
+                                          false);
       } else {
-        softmax_backward_lines<T, kernels::Compute<T>>(grads[0].data<T>(), y.data<T>(), dx.data<T>(), a, log, true);
+        softmax_backward_lines<T, kernels::Compute<T>>(grads[0].data<T>(), y.data<T>(),
+                                                       dx.data<T>(), a, log, true);
       }
     });
     return {dx};

@@ -27,8 +27,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
   std::vector<int64_t> out;
   for (int d = 0; d < shape.ndim(); ++d) {
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced) out.push_back(shape[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return Shape(out);
 }
@@ -58,9 +60,12 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
     // One pass over [outer, n, inner] with n the product of the reduced dims.
     Around a{1, 1, 1};
     for (int d = 0; d < x.ndim(); ++d) {
-      if (dims.empty() || d < dims.front()) a.outer *= x.shape()[d];
-      else if (d <= dims.back()) a.n *= x.shape()[d];
-      else a.inner *= x.shape()[d];
+      if (dims.empty() || d < dims.front())
+        a.outer *= x.shape()[d];
+      else if (d <= dims.back())
+        a.n *= x.shape()[d];
+      else
+        a.inner *= x.shape()[d];
     }
     if (dims.empty()) a = {1, 1, 1};
     Tensor out = empty(kept, x.dtype());
@@ -76,7 +81,8 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
     s[*it] = 1;
     Tensor next = empty(s, wide);
     const double step_scale = it + 1 == dims.rend() ? scale : 1.0;
-    visit_floating(wide, "sum", [&]<typename T>() { run_sum_middle<T>(current, a, step_scale, next); });
+    visit_floating(wide, "sum",
+                   [&]<typename T>() { run_sum_middle<T>(current, a, step_scale, next); });
     current = next;
   }
   return current.to(x.dtype()).detach();
@@ -101,7 +107,8 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int>& dims_in, 
   const std::vector<int> dims = detail::reduction_dims(op, x, dims_in);
   int64_t count = 1;
   for (int d : dims) count *= x.shape()[d];
-  MIXP_CHECK(!mean || count > 0, op, ": the mean of no elements (shape ", x.shape().to_string(), ")");
+  MIXP_CHECK(!mean || count > 0, op, ": the mean of no elements (shape ", x.shape().to_string(),
+             ")");
   const double scale = mean ? 1.0 / double(count) : 1.0;
   Tensor kept = detail::sum_kernel(x, dims, scale);
   Tensor out = kept.view(detail::reduced_shape(x.shape(), dims, keepdim)).detach();

@@ -72,27 +72,43 @@ namespace {
 bool convert_fast(const Tensor& src, Tensor& dst) {
   const size_t n = size_t(src.numel());
   const DType s = src.dtype(), d = dst.dtype();
-  auto f32_in = [&] { return std::span<const float>(static_cast<const float*>(src.raw_data()), n); };
+  auto f32_in = [&] {
+    return std::span<const float>(static_cast<const float*>(src.raw_data()), n);
+  };
   auto f32_out = [&] { return std::span<float>(static_cast<float*>(dst.raw_data()), n); };
   if (s == DType::f32) {
     switch (d) {
-      case DType::bf16: convert(f32_in(), std::span(static_cast<bfloat16*>(dst.raw_data()), n)); return true;
-      case DType::f16: convert(f32_in(), std::span(static_cast<float16*>(dst.raw_data()), n)); return true;
+      case DType::bf16:
+        convert(f32_in(), std::span(static_cast<bfloat16*>(dst.raw_data()), n));
+        return true;
+      case DType::f16:
+        convert(f32_in(), std::span(static_cast<float16*>(dst.raw_data()), n));
+        return true;
       case DType::e4m3:
-        convert(f32_in(), std::span(static_cast<float8_e4m3*>(dst.raw_data()), n), 1.0f, Overflow::saturate);
+        convert(f32_in(), std::span(static_cast<float8_e4m3*>(dst.raw_data()), n), 1.0f,
+                Overflow::saturate);
         return true;
       case DType::e5m2:
-        convert(f32_in(), std::span(static_cast<float8_e5m2*>(dst.raw_data()), n), 1.0f, Overflow::saturate);
+        convert(f32_in(), std::span(static_cast<float8_e5m2*>(dst.raw_data()), n), 1.0f,
+                Overflow::saturate);
         return true;
       default: return false;
     }
   }
   if (d == DType::f32) {
     switch (s) {
-      case DType::bf16: convert(std::span(static_cast<const bfloat16*>(src.raw_data()), n), f32_out()); return true;
-      case DType::f16: convert(std::span(static_cast<const float16*>(src.raw_data()), n), f32_out()); return true;
-      case DType::e4m3: convert(std::span(static_cast<const float8_e4m3*>(src.raw_data()), n), f32_out(), 1.0f); return true;
-      case DType::e5m2: convert(std::span(static_cast<const float8_e5m2*>(src.raw_data()), n), f32_out(), 1.0f); return true;
+      case DType::bf16:
+        convert(std::span(static_cast<const bfloat16*>(src.raw_data()), n), f32_out());
+        return true;
+      case DType::f16:
+        convert(std::span(static_cast<const float16*>(src.raw_data()), n), f32_out());
+        return true;
+      case DType::e4m3:
+        convert(std::span(static_cast<const float8_e4m3*>(src.raw_data()), n), f32_out(), 1.0f);
+        return true;
+      case DType::e5m2:
+        convert(std::span(static_cast<const float8_e5m2*>(src.raw_data()), n), f32_out(), 1.0f);
+        return true;
       default: return false;
     }
   }
@@ -109,7 +125,8 @@ void convert_elements(const Tensor& src, Tensor& dst) {
   if (convert_fast(src, dst)) return;
   const void* in = src.raw_data();
   void* out = dst.raw_data();
-  for (int64_t i = 0; i < src.numel(); ++i) store_element(out, dst.dtype(), i, load_element(in, src.dtype(), i));
+  for (int64_t i = 0; i < src.numel(); ++i)
+    store_element(out, dst.dtype(), i, load_element(in, src.dtype(), i));
 }
 
 void convert_elements_stochastic(const Tensor& src, Tensor& dst, const PhiloxState& rng) {

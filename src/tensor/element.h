@@ -11,14 +11,22 @@ namespace mixp {
 
 template <typename T>
 constexpr DType element_dtype() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, float16>) return DType::f16;
-  else if constexpr (std::is_same_v<T, bfloat16>) return DType::bf16;
-  else if constexpr (std::is_same_v<T, float8_e4m3>) return DType::e4m3;
-  else if constexpr (std::is_same_v<T, float8_e5m2>) return DType::e5m2;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, float16>)
+    return DType::f16;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<T, float8_e4m3>)
+    return DType::e4m3;
+  else if constexpr (std::is_same_v<T, float8_e5m2>)
+    return DType::e5m2;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::i32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::i64;
   else {
     static_assert(std::is_same_v<T, uint8_t>, "not a tensor element type");
     return DType::u8;

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "tensor/block_cache.h"
+
 namespace mixp {
 
 const char* name_of(MemoryTag tag) {
@@ -32,7 +34,9 @@ struct Counter {
     }
   }
   void sub(int64_t bytes) { current.fetch_sub(bytes, std::memory_order_relaxed); }
-  void reset_peak() { peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+  void reset_peak() {
+    peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
 };
 
 struct Counters {
@@ -109,6 +113,9 @@ std::string report(const Stats& s) {
   out += line;
   return out;
 }
+
+size_t cached_bytes() { return detail::cached_bytes(); }
+void release_cached() { detail::release_cached_blocks(); }
 
 }  // namespace memory
 }  // namespace mixp

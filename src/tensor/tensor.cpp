@@ -9,6 +9,7 @@
 #include "autograd/engine.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "tensor/block_cache.h"
 #include "tensor/element.h"
 #include "tensor/tensor_impl.h"
 
@@ -24,14 +25,15 @@ const char* name_of(Device device) {
 
 // ---- Shape ----
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
+Shape::Shape(std::initializer_list<int64_t> dims)
+    : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
 
 Shape::Shape(std::span<const int64_t> dims) {
   MIXP_CHECK(dims.size() <= size_t(kMaxDims), "shape: at most ", kMaxDims, " dimensions, got ",
              dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
-    MIXP_CHECK(dims[i] >= 0, "shape: sizes must be non-negative, got ", dims[i],
-               " in dimension ", i);
+    MIXP_CHECK(dims[i] >= 0, "shape: sizes must be non-negative, got ", dims[i], " in dimension ",
+               i);
     dims_[i] = dims[i];
   }
   ndim_ = int(dims.size());
@@ -69,16 +71,12 @@ bool operator==(const Shape& a, const Shape& b) {
 // ---- Storage ----
 
 Storage::Storage(size_t n, MemoryTag t, DType d) : bytes(n), tag(t), dtype(d) {
-  // 64-byte alignment for vector loads; aligned_alloc wants a multiple of the alignment.
-  const size_t rounded = (n + 63) / 64 * 64;
-  data = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
-  MIXP_CHECK(rounded == 0 || data != nullptr, "out of memory allocating ", n, " bytes for ",
-             name_of(t), " ", name_of(d));
+  data = detail::allocate_block(n);
   memory::record_allocation(tag, dtype, int64_t(bytes));
 }
 
 Storage::~Storage() {
-  std::free(data);
+  detail::release_block(data, bytes);
   memory::record_release(tag, dtype, int64_t(bytes));
 }
 
@@ -109,14 +107,14 @@ const void* Tensor::raw_data() const { return checked().bytes(); }
 
 template <typename T>
 T* Tensor::data() {
-  MIXP_CHECK(dtype() == element_dtype<T>(), "data<", name_of(element_dtype<T>()),
-             ">() of a ", name_of(dtype()), " tensor");
+  MIXP_CHECK(dtype() == element_dtype<T>(), "data<", name_of(element_dtype<T>()), ">() of a ",
+             name_of(dtype()), " tensor");
   return static_cast<T*>(raw_data());
 }
 template <typename T>
 const T* Tensor::data() const {
-  MIXP_CHECK(dtype() == element_dtype<T>(), "data<", name_of(element_dtype<T>()),
-             ">() of a ", name_of(dtype()), " tensor");
+  MIXP_CHECK(dtype() == element_dtype<T>(), "data<", name_of(element_dtype<T>()), ">() of a ",
+             name_of(dtype()), " tensor");
   return static_cast<const T*>(raw_data());
 }
 #define MIXP_INSTANTIATE_DATA(T) \
@@ -196,8 +194,8 @@ Tensor Tensor::clone(MemoryTag tag) const {
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = empty(shape(), target, tag() == MemoryTag::parameter ? MemoryTag::parameter
-                                                                    : MemoryTag::activation);
+  Tensor out = empty(shape(), target,
+                     tag() == MemoryTag::parameter ? MemoryTag::parameter : MemoryTag::activation);
   convert_elements(*this, out);
   autograd::record_cast(*this, out);
   return out;
@@ -205,8 +203,8 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(DType target, Philox& generator) const {
   MIXP_CHECK(dtype() == DType::f32 && (target == DType::bf16 || target == DType::f16),
-             "to: stochastic rounding converts f32 to bf16 or f16, not ", name_of(dtype()),
-             " to ", name_of(target));
+             "to: stochastic rounding converts f32 to bf16 or f16, not ", name_of(dtype()), " to ",
+             name_of(target));
   Tensor out = empty(shape(), target);
   convert_elements_stochastic(*this, out, generator.state());
   PhiloxState next = generator.state();
@@ -239,8 +237,10 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TensorImpl& t = const_cast<TensorImpl&>(checked());
-  MIXP_CHECK(t.autograd.grad_fn == nullptr, "set_requires_grad: only leaf tensors can be marked; "
-             "this one is the result of ", t.autograd.grad_fn->name, " (use detach())");
+  MIXP_CHECK(t.autograd.grad_fn == nullptr,
+             "set_requires_grad: only leaf tensors can be marked; "
+             "this one is the result of ",
+             t.autograd.grad_fn->name, " (use detach())");
   MIXP_CHECK(!requires_grad || is_floating(t.dtype), "set_requires_grad: a ", name_of(t.dtype),
              " tensor cannot have gradients");
   t.autograd.requires_grad = requires_grad;
@@ -271,7 +271,8 @@ Tensor& Tensor::set_grad_dtype(DType dtype) {
 }
 
 void Tensor::backward(const Tensor& gradient) const {
-  MIXP_CHECK(requires_grad(), "backward: the tensor does not require grad (nothing that led to "
+  MIXP_CHECK(requires_grad(),
+             "backward: the tensor does not require grad (nothing that led to "
              "it was marked with set_requires_grad)");
   Tensor g = gradient;
   if (!g.defined()) {
@@ -286,7 +287,9 @@ void Tensor::backward(const Tensor& gradient) const {
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), checked().offset); }
 bool Tensor::is_leaf() const { return checked().autograd.grad_fn == nullptr; }
-const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked().autograd.grad_fn; }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  return checked().autograd.grad_fn;
+}
 uint64_t Tensor::version() const { return checked().storage->version.load(); }
 
 std::string Tensor::to_string(int max_elements) const {
@@ -311,7 +314,8 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.t
 
 Tensor empty(const Shape& shape, DType dtype, MemoryTag tag) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(shape.numel()) * size_t(size_of(dtype)), tag, dtype);
+  impl->storage =
+      std::make_shared<Storage>(size_t(shape.numel()) * size_t(size_of(dtype)), tag, dtype);
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
@@ -342,7 +346,8 @@ Tensor from_values(std::span<const double> values, const Shape& shape, DType dty
   MIXP_CHECK(int64_t(values.size()) == shape.numel(), "from_values: ", values.size(),
              " values do not fill shape ", shape.to_string(), " (", shape.numel(), " elements)");
   Tensor t = empty(shape, dtype, tag);
-  for (size_t i = 0; i < values.size(); ++i) store_element(t.raw_data(), dtype, int64_t(i), values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    store_element(t.raw_data(), dtype, int64_t(i), values[i]);
   return t;
 }
 

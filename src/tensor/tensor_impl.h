@@ -28,8 +28,8 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
   std::optional<DType> grad_dtype;
-  std::shared_ptr<autograd::Node> grad_fn;  // set for results of recorded ops
-  uint32_t output_nr = 0;                   // which output of grad_fn this is
+  std::shared_ptr<autograd::Node> grad_fn;         // set for results of recorded ops
+  uint32_t output_nr = 0;                          // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // for leaves: shared by every use
 };
 

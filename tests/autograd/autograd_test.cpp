@@ -81,8 +81,8 @@ TEST(Autograd, SavedActivationsKeepTheirDtype) {
 TEST(Autograd, DiamondGraphsRunEachNodeOnce) {
   Tensor x = from_values({0.5, -1.0}, {2}).set_requires_grad(true);
   Tensor a = ops::exp(x);
-  Tensor b = ops::mul(a, a);   // a used twice
-  Tensor c = ops::add(b, a);   // and a third time
+  Tensor b = ops::mul(a, a);  // a used twice
+  Tensor c = ops::add(b, a);  // and a third time
   ops::sum(c).backward();
   const std::vector<double> v = x.to_vector(), g = x.grad().to_vector();
   for (size_t i = 0; i < 2; ++i) {

@@ -182,6 +182,19 @@ TEST_F(Cli, FormatsPrintsEveryFormat) {
   EXPECT_NE(r.out.find("57344"), std::string::npos);
 }
 
+TEST_F(Cli, OpenMPWorkersOfTheCliSpinOnlyBriefly) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) {
+    GTEST_SKIP() << "the environment already sets the OpenMP wait policy";
+  }
+  // libgomp prints what it parsed at start-up; the CLI loads oneDNN, which uses OpenMP too.
+  const CliResult r = mixp("formats", "");
+  ASSERT_EQ(r.status, 0);
+  ::setenv("OMP_DISPLAY_ENV", "verbose", 1);
+  const CliResult shown = mixp("formats", "");
+  ::unsetenv("OMP_DISPLAY_ENV");
+  EXPECT_NE(shown.err.find("GOMP_SPINCOUNT = '10000'"), std::string::npos) << shown.err;
+}
+
 TEST_F(Cli, HelpExitsWithZero) {
   const CliResult r = mixp("--help");
   EXPECT_EQ(r.status, 0);

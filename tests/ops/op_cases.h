@@ -13,8 +13,8 @@
 namespace mixp::test {
 
 enum class Domain {
-  any,       ///< standard normal
-  positive,  ///< in [0.5, 2]
+  any,             ///< standard normal
+  positive,        ///< in [0.5, 2]
   away_from_zero,  ///< |x| in [0.5, 2], random sign (for relu, div, max)
 };
 

@@ -52,7 +52,7 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_EQ(rows.shape(), (Shape{2, 4}));
   EXPECT_EQ(rows.to_vector()[0], 4.0);
   rows.fill_(-1.0);
-  EXPECT_EQ(t.to_vector()[4], -1.0);   // the same memory
+  EXPECT_EQ(t.to_vector()[4], -1.0);  // the same memory
   EXPECT_EQ(t.to_vector()[3], 3.0);
   EXPECT_THROW(t.reshape({5, -1}), Error);
   EXPECT_THROW(v.slice(2, 5), Error);

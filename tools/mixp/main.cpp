@@ -9,6 +9,7 @@
 #include "bench/bench.h"
 #include "commands.h"
 #include "mixp/cpu.h"
+#include "mixp/dtype.h"
 #include "mixp/error.h"
 
 namespace {
@@ -49,6 +50,16 @@ int main_checked(int argc, char** argv) {
   bench_convert_cmd->add_option("--mib", bench_convert.mib, "buffer size in MiB (default 64)");
   bench_convert_cmd->add_option("--reps", bench_convert.reps, "timed repetitions (default 10)");
 
+  mixp::bench::MatmulBenchOptions bench_matmul;
+  std::string bench_matmul_dtype = "f32";
+  CLI::App* bench_matmul_cmd =
+      bench_cmd->add_subcommand("matmul", "ops::matmul against a bare oneDNN matmul, in GFLOP/s");
+  bench_matmul_cmd->add_option("--dtype", bench_matmul_dtype, "f32 or bf16 (default f32)");
+  bench_matmul_cmd->add_option("--m", bench_matmul.m, "rows of A (default 4096)");
+  bench_matmul_cmd->add_option("--k", bench_matmul.k, "inner size (default 768)");
+  bench_matmul_cmd->add_option("--n", bench_matmul.n, "columns of B (default 3072)");
+  bench_matmul_cmd->add_option("--reps", bench_matmul.reps, "timed runs (default 10)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -70,6 +81,10 @@ int main_checked(int argc, char** argv) {
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
+  if (*bench_matmul_cmd) {
+    bench_matmul.dtype = mixp::parse_dtype(bench_matmul_dtype);
+    return mixp::bench::run_matmul(bench_matmul, stdout);
+  }
   return 2;
 }
 

@@ -19,12 +19,18 @@ Runtime& runtime() {
   return r;
 }
 
-dnnl::memory::desc matrix(int64_t batch, int64_t rows, int64_t cols, bool transposed,
+dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t cols, bool transposed,
                           dnnl::memory::data_type dt) {
-  // Logical [batch, rows, cols]; a transposed matrix is stored [cols, rows].
+  // Logical [batch, rows, cols]; a transposed matrix is stored [cols, rows]. Unbatched products
+  // use 2-D descriptors, for which oneDNN picks its faster plain-matrix kernels.
+  if (!batched) {
+    const dnnl::memory::dims strides =
+        transposed ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};
+    return dnnl::memory::desc({rows, cols}, dt, strides);
+  }
   const dnnl::memory::dims dims = {batch, rows, cols};
-  const dnnl::memory::dims strides =
-      transposed ? dnnl::memory::dims{rows * cols, 1, rows} : dnnl::memory::dims{rows * cols, cols, 1};
+  const dnnl::memory::dims strides = transposed ? dnnl::memory::dims{rows * cols, 1, rows}
+                                                : dnnl::memory::dims{rows * cols, cols, 1};
   return dnnl::memory::desc(dims, dt, strides);
 }
 
@@ -44,15 +50,16 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float
   const dt in_type = in == DType::bf16 ? dt::bf16 : dt::f32;
   Runtime& r = runtime();
   try {
-    const auto a_md = matrix(s.batch_a, s.m, s.k, s.trans_a, in_type);
-    const auto b_md = matrix(s.batch_b, s.k, s.n, s.trans_b, in_type);
-    const auto c_md = matrix(s.batch, s.m, s.n, false, dt::f32);
+    const bool batched = s.batch > 1;
+    const auto a_md = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
+    const auto b_md = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
+    const auto c_md = matrix(batched, s.batch, s.m, s.n, false, dt::f32);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), r.engine);
     dnnl::memory a_mem(a_md, r.engine, const_cast<void*>(a));
     dnnl::memory b_mem(b_md, r.engine, const_cast<void*>(b));
     dnnl::memory c_mem(c_md, r.engine, c);
-    dnnl::matmul(pd).execute(r.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem},
-                                        {DNNL_ARG_DST, c_mem}});
+    dnnl::matmul(pd).execute(
+        r.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
     r.stream.wait();
   } catch (const dnnl::error& e) {
     MIXP_ASSERT(false, "oneDNN matmul failed (", e.what(), ") for batch ", s.batch, " m ", s.m,

@@ -18,8 +18,10 @@ void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, 
           acc += load_element(a, in, ai) * load_element(b, in, bj);
         }
         const int64_t ci = (bi * s.m + i) * s.n + j;
-        if (in == DType::f64) static_cast<double*>(c)[ci] = acc;
-        else static_cast<float*>(c)[ci] = float(acc);
+        if (in == DType::f64)
+          static_cast<double*>(c)[ci] = acc;
+        else
+          static_cast<float*>(c)[ci] = float(acc);
       }
     }
   }
