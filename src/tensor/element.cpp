@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mixp/convert.h"
+#include "kernels/cpu/parallel.h"
 #include "mixp/format.h"
 #include "tensor/tensor_impl.h"
 
@@ -69,50 +70,44 @@ void store_element(void* data, DType dtype, int64_t i, double v) {
 namespace {
 // Bulk paths for the conversions a training step makes; everything else goes element by
 // element through double, which is exact on the way in and rounds once on the way out.
-bool convert_fast(const Tensor& src, Tensor& dst) {
-  const size_t n = size_t(src.numel());
-  const DType s = src.dtype(), d = dst.dtype();
-  auto f32_in = [&] {
-    return std::span<const float>(static_cast<const float*>(src.raw_data()), n);
+bool has_bulk_kernel(DType s, DType d) {
+  auto narrow = [](DType t) {
+    return t == DType::bf16 || t == DType::f16 || t == DType::e4m3 || t == DType::e5m2;
   };
-  auto f32_out = [&] { return std::span<float>(static_cast<float*>(dst.raw_data()), n); };
+  return (s == DType::f32 && narrow(d)) || (d == DType::f32 && narrow(s));
+}
+
+// Elements [begin, end) through the bulk kernels of mixp/convert.h (FP8 saturating).
+void convert_range(const void* src, DType s, void* dst, DType d, size_t begin, size_t end) {
+  const size_t n = end - begin;
   if (s == DType::f32) {
+    const std::span<const float> in(static_cast<const float*>(src) + begin, n);
     switch (d) {
-      case DType::bf16:
-        convert(f32_in(), std::span(static_cast<bfloat16*>(dst.raw_data()), n));
-        return true;
-      case DType::f16:
-        convert(f32_in(), std::span(static_cast<float16*>(dst.raw_data()), n));
-        return true;
+      case DType::bf16: convert(in, std::span(static_cast<bfloat16*>(dst) + begin, n)); return;
+      case DType::f16: convert(in, std::span(static_cast<float16*>(dst) + begin, n)); return;
       case DType::e4m3:
-        convert(f32_in(), std::span(static_cast<float8_e4m3*>(dst.raw_data()), n), 1.0f,
-                Overflow::saturate);
-        return true;
+        convert(in, std::span(static_cast<float8_e4m3*>(dst) + begin, n), 1.0f, Overflow::saturate);
+        return;
       case DType::e5m2:
-        convert(f32_in(), std::span(static_cast<float8_e5m2*>(dst.raw_data()), n), 1.0f,
-                Overflow::saturate);
-        return true;
-      default: return false;
+        convert(in, std::span(static_cast<float8_e5m2*>(dst) + begin, n), 1.0f, Overflow::saturate);
+        return;
+      default: break;
     }
-  }
-  if (d == DType::f32) {
+  } else {
+    const std::span<float> out(static_cast<float*>(dst) + begin, n);
     switch (s) {
-      case DType::bf16:
-        convert(std::span(static_cast<const bfloat16*>(src.raw_data()), n), f32_out());
-        return true;
-      case DType::f16:
-        convert(std::span(static_cast<const float16*>(src.raw_data()), n), f32_out());
-        return true;
+      case DType::bf16: convert(std::span(static_cast<const bfloat16*>(src) + begin, n), out); return;
+      case DType::f16: convert(std::span(static_cast<const float16*>(src) + begin, n), out); return;
       case DType::e4m3:
-        convert(std::span(static_cast<const float8_e4m3*>(src.raw_data()), n), f32_out(), 1.0f);
-        return true;
+        convert(std::span(static_cast<const float8_e4m3*>(src) + begin, n), out, 1.0f);
+        return;
       case DType::e5m2:
-        convert(std::span(static_cast<const float8_e5m2*>(src.raw_data()), n), f32_out(), 1.0f);
-        return true;
-      default: return false;
+        convert(std::span(static_cast<const float8_e5m2*>(src) + begin, n), out, 1.0f);
+        return;
+      default: break;
     }
   }
-  return false;
+  MIXP_ASSERT(false, "no bulk conversion from ", name_of(s), " to ", name_of(d));
 }
 }  // namespace
 
@@ -122,7 +117,16 @@ void convert_elements(const Tensor& src, Tensor& dst) {
     std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
     return;
   }
-  if (convert_fast(src, dst)) return;
+  if (has_bulk_kernel(src.dtype(), dst.dtype())) {
+    // In chunks over the threads: a conversion is memory-bound, and one core does not fill
+    // the memory bandwidth.
+    const void* in = src.raw_data();
+    void* out = dst.raw_data();
+    kernels::parallel_for(src.numel(), int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+      convert_range(in, src.dtype(), out, dst.dtype(), size_t(begin), size_t(end));
+    });
+    return;
+  }
   const void* in = src.raw_data();
   void* out = dst.raw_data();
   for (int64_t i = 0; i < src.numel(); ++i)
