@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 
@@ -44,9 +45,10 @@ inline std::string compare(const Tensor& got, const Tensor& want, Tolerance tol)
     }
   }
   if (worst <= 0) return "";
-  return "element " + std::to_string(at) + ": got " + std::to_string(g[at]) + ", want " +
-         std::to_string(w[at]) + " (atol " + std::to_string(tol.atol) + ", rtol " +
-         std::to_string(tol.rtol) + ")";
+  char text[200];
+  std::snprintf(text, sizeof text, "element %zu: got %.17g, want %.17g (atol %.3g, rtol %.3g)", at,
+                g[at], w[at], tol.atol, tol.rtol);
+  return text;
 }
 
 }  // namespace mixp::test
