@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "mixp/dtype.h"
 
@@ -27,5 +28,16 @@ struct MatmulBenchOptions {
 
 /// ops::matmul against a bare oneDNN matmul primitive of the same shape, in GFLOP/s.
 int run_matmul(const MatmulBenchOptions& options, std::FILE* out);
+
+struct StepBenchOptions {
+  std::string model = "gpt";
+  DType dtype = DType::f32;
+  int layers = 6, heads = 6;
+  int64_t width = 384, context = 256, batch = 16, vocab = 65;
+  int steps = 3;
+};
+
+/// Forward and backward of one training step; ms per step and peak memory by tag.
+int run_step(const StepBenchOptions& options, std::FILE* out);
 
 }  // namespace mixp::bench
