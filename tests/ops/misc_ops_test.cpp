@@ -167,6 +167,10 @@ TEST(CatSplit, SplitThenCatRoundTripsOnEveryDim) {
       EXPECT_EQ(back.to_vector(), x.to_vector()) << dim << " " << size;
     }
   }
+  // A dimension of size 0 splits into one empty chunk.
+  const std::vector<Tensor> empty_chunks = ops::split(zeros({2, 0}), 4, 1);
+  ASSERT_EQ(empty_chunks.size(), 1u);
+  EXPECT_EQ(empty_chunks[0].shape(), (Shape{2, 0}));
   // Integer tensors are copied too.
   const Tensor tokens = from_values({1, 2, 3, 4, 5}, {5}, DType::i64);
   const std::vector<Tensor> parts = ops::split(tokens, 2, 0);

@@ -152,6 +152,16 @@ std::vector<OpCase> all_op_cases() {
                        20});
     }
   }
+  // Awkward sizes for the fast path's products and row loops; too large for differences.
+  const Shape odd{1, 3, 37, 17};
+  cases.push_back({"attention/causal/odd", {{odd, any}, {odd, any}, {odd, any}},
+                   [](const V& v) { return ops::scaled_dot_product_attention(v[0], v[1], v[2]); },
+                   37 * 17, false});
+  cases.push_back({"dropout/odd", {{{3, 1031}, any}},
+                   [](const V& v) {
+                     Philox gen(PhiloxState{5, 1, 3});
+                     return ops::dropout(v[0], 0.6, gen);
+                   }, 1, false});
   return cases;
 }
 
