@@ -9,6 +9,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "mixp/memory.h"
 #include "mixp/ops.h"
 #include "mixp/runtime.h"
 #include "support/tolerance.h"
@@ -288,6 +289,19 @@ TEST(Attention, MatchesCompositionOfMatmulSoftmaxMulScalarInF64) {
       }
     }
   }
+}
+
+TEST(Attention, KeepsOnlyTheOutputAndOneLogSumExpPerRow) {
+  Philox rng(PhiloxState{8, 0, 0});
+  const Shape s{1, 2, 64, 8};
+  Tensor q = randn(s, rng, 1.0, DType::bf16).set_requires_grad(true);
+  const Tensor k = randn(s, rng, 1.0, DType::bf16), v = randn(s, rng, 1.0, DType::bf16);
+  const int64_t before = memory::stats().current_total;
+  Tensor y = ops::scaled_dot_product_attention(q, k, v);
+  // The bf16 output and 2 * 64 fp32 log-sum-exps; not the 2 * 64 * 64 probabilities.
+  EXPECT_EQ(memory::stats().current_total - before, 2 * 64 * 8 * 2 + 2 * 64 * 4);
+  y.backward(ones(s, DType::bf16));
+  EXPECT_EQ(q.grad().dtype(), DType::bf16);
 }
 
 TEST(Attention, LowPrecisionResultAndShapeErrors) {
