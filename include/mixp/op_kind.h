@@ -49,6 +49,13 @@ enum class OpKind : uint16_t {
   // layout
   transpose,
   permute,
+  // indexing, randomness, joining and cutting, attention
+  embedding,
+  dropout,
+  cat,
+  split,
+  narrow,
+  scaled_dot_product_attention,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 inline constexpr int kOpKindCount = int(OpKind::count);

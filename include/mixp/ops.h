@@ -81,5 +81,31 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 // ---- layout (copies; reshape and slice are views, on Tensor) ----
 Tensor transpose(const Tensor& x, int dim0, int dim1);
 Tensor permute(const Tensor& x, std::vector<int> order);
+/// The tensors (same dtype, any dtype; same sizes but along `dim`) joined along `dim`.
+Tensor cat(const std::vector<Tensor>& tensors, int dim);
+/// Consecutive chunks of `size` along `dim`, the last one smaller when `size` does not divide
+/// the dimension; ceil(n / size) copies. Gradients flow back from every chunk that gets one.
+std::vector<Tensor> split(const Tensor& x, int64_t size, int dim);
+/// Positions [start, start + length) of dimension `dim`, as a copy (slice() is the view along
+/// dimension 0).
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
+
+// ---- lookup and randomness ----
+/// Rows of weight [V, D] (any floating dtype) at indices (i64, any shape, values in [0, V)):
+/// a [..., D] tensor in weight's dtype. The weight's gradient sums the rows' gradients in
+/// fp32, in index order, rounded once. An index out of range throws naming its position.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+/// Inverted dropout: element i is kept, scaled by 1 / (1 - p), iff the uniform in [0, 1) from
+/// Philox word generator.offset + i is >= p, else zeroed; the generator advances by numel, so
+/// the mask depends neither on the thread count nor on how a tensor is split into calls.
+/// p in [0, 1). With training false or p == 0 returns x and leaves the generator alone.
+Tensor dropout(const Tensor& x, double p, Philox& generator, bool training = true);
+
+// ---- attention ----
+/// softmax(q k^T / sqrt(Dh)) v for q, k, v [B, H, T, Dh] of one dtype, query i seeing only
+/// keys j <= i when causal; one fused op, fp32 inside (f64 for f64), the result in q's dtype.
+/// Keeps q, k, v and one fp32 log-sum-exp per row for backward, not the [T, T] probabilities.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal = true);
 
 }  // namespace mixp::ops

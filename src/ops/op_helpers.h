@@ -27,6 +27,11 @@ Tensor expand(const Tensor& t, const Shape& shape);
 Tensor sum_to(const Tensor& g, const Shape& shape);
 /// The gradient dtype must be the tensor's: throws otherwise (a bug in an op's backward).
 Tensor empty_like(const Tensor& t);
+/// Copies positions [src_start, src_start + length) of dimension `dim` of `src` to positions
+/// [dst_start, dst_start + length) of the same dimension of `dst`: a byte copy (any dtype, the
+/// same in both), in parallel. Every other dimension must have the same size in both.
+void copy_along(const Tensor& src, int64_t src_start, Tensor& dst, int64_t dst_start, int dim,
+                int64_t length);
 
 // ---- the generic unary op ----
 // Op has: const char* name; Saved saved; template <C> C forward(C x) const;

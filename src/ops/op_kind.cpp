@@ -35,6 +35,12 @@ constexpr OpInfo kOps[] = {
     {OpKind::mse_loss, "mse_loss", fp32_compute, true},
     {OpKind::transpose, "transpose", keep, false},
     {OpKind::permute, "permute", keep, false},
+    {OpKind::embedding, "embedding", keep, false},
+    {OpKind::dropout, "dropout", keep, false},
+    {OpKind::cat, "cat", promote, false},
+    {OpKind::split, "split", keep, false},
+    {OpKind::narrow, "narrow", keep, false},
+    {OpKind::scaled_dot_product_attention, "scaled_dot_product_attention", lower_precision, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

@@ -323,7 +323,9 @@ Tensor empty(const Shape& shape, DType dtype, MemoryTag tag) {
 
 Tensor zeros(const Shape& shape, DType dtype, MemoryTag tag) {
   Tensor t = empty(shape, dtype, tag);
-  std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are +0 in every dtype
+  // All-zero bits are +0 in every dtype. An empty tensor may have no buffer, and memset of a
+  // null pointer is undefined even for 0 bytes.
+  if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
   return t;
 }
 

@@ -145,6 +145,85 @@ std::vector<OpCase> all_op_cases() {
       {"reshape_slice", {{{6, 4}, any}}, [](const V& v) {
          return ops::mul(v[0].reshape({3, 8}).slice(1, 3), v[0].reshape({3, 8}).slice(0, 2));
        }});
+
+  // The indices are built inside the case (i64 inputs cannot be InputSpecs); row 3 is picked
+  // three times, so its gradient sums three terms.
+  cases.push_back({"embedding",
+                   {{{7, 5}, any}},
+                   [](const V& v) {
+                     const Tensor idx = from_values({3, 0, 6, 3, 1, 3}, {2, 3}, DType::i64);
+                     return ops::embedding(v[0], idx);
+                   },
+                   3});
+  // A fixed generator state inside the case: every evaluation draws the same mask.
+  cases.push_back({"dropout", {{{6, 7}, any}}, [](const V& v) {
+                     Philox gen(PhiloxState{123, 4, 10});
+                     return ops::dropout(v[0], 0.3, gen);
+                   }});
+  cases.push_back({"dropout/eval", {{{3, 4}, any}}, [](const V& v) {
+                     Philox gen(PhiloxState{123, 4, 10});
+                     return ops::mul_scalar(ops::dropout(v[0], 0.5, gen, false), 2.0);
+                   }});
+
+  cases.push_back({"cat/dim0", {{{2, 3}, any}, {{1, 3}, any}, {{4, 3}, any}}, [](const V& v) {
+                     return ops::cat({v[0], v[1], v[2]}, 0);
+                   }});
+  cases.push_back({"cat/dim1", {{{2, 3, 2}, any}, {{2, 1, 2}, any}}, [](const V& v) {
+                     return ops::cat({v[0], v[1]}, 1);
+                   }});
+  cases.push_back(
+      {"cat/dim-1_three", {{{3, 2}, any}, {{3, 4}, any}, {{3, 1}, any}}, [](const V& v) {
+         return ops::cat({v[0], v[1], v[2]}, -1);
+       }});
+  // Chunks of 3, 3 and 1 rows put back in another order: every output matters.
+  cases.push_back({"split/dim0", {{{7, 4}, any}}, [](const V& v) {
+                     const std::vector<Tensor> c = ops::split(v[0], 3, 0);
+                     return ops::cat({c[2], c[0], c[1]}, 0);
+                   }});
+  cases.push_back({"split/dim1", {{{3, 5}, any}}, [](const V& v) {
+                     const std::vector<Tensor> c = ops::split(v[0], 2, 1);
+                     return ops::mul(ops::cat({c[0], c[1]}, 0), ops::cat({c[1], c[0]}, 0));
+                   }});
+  // The middle chunk is unused: its gradient is undefined and must count as zeros.
+  cases.push_back({"split/unused_chunk", {{{2, 7}, any}}, [](const V& v) {
+                     const std::vector<Tensor> c = ops::split(v[0], 3, -1);
+                     return ops::cat({c[2], c[0]}, 1);
+                   }});
+  cases.push_back(
+      {"narrow/dim1", {{{4, 6, 3}, any}}, [](const V& v) { return ops::narrow(v[0], 1, 2, 3); }});
+  cases.push_back(
+      {"narrow/dim0", {{{5, 2}, any}}, [](const V& v) { return ops::narrow(v[0], 0, 0, 4); }});
+  cases.push_back(
+      {"narrow/last", {{{3, 4}, any}}, [](const V& v) { return ops::narrow(v[0], -1, 3, 1); }});
+
+  for (int64_t batch : {1, 2}) {
+    for (bool causal : {true, false}) {
+      const Shape s{batch, 2, 5, 4};
+      cases.push_back(
+          {std::string("attention/") + (causal ? "causal" : "full") + "/" + s.to_string(),
+           {{s, any}, {s, any}, {s, any}},
+           [causal](const V& v) {
+             return ops::scaled_dot_product_attention(v[0], v[1], v[2], causal);
+           },
+           // sums over T = 5 keys of Dh = 4 products
+           20});
+    }
+  }
+  // Awkward sizes for the fast path's products and row loops; too large for differences.
+  const Shape odd{1, 3, 37, 17};
+  cases.push_back({"attention/causal/odd",
+                   {{odd, any}, {odd, any}, {odd, any}},
+                   [](const V& v) { return ops::scaled_dot_product_attention(v[0], v[1], v[2]); },
+                   37 * 17,
+                   false});
+  cases.push_back({"dropout/odd",
+                   {{{3, 1031}, any}},
+                   [](const V& v) {
+                     Philox gen(PhiloxState{5, 1, 3});
+                     return ops::dropout(v[0], 0.6, gen);
+                   },
+                   1,
+                   false});
   return cases;
 }
 

@@ -1,0 +1,297 @@
+// scaled_dot_product_attention: softmax(q k^T / sqrt(Dh) + mask) v, fused, with its own backward.
+// Shape contract: q, k, v [B, H, T, Dh], the same shape and dtype (f32, f64, f16 or bf16), every
+// size at least 1; the result is [B, H, T, Dh] in q's dtype. causal: query i sees keys j <= i.
+// Scores, softmax and products are computed and accumulated in fp32 (f64 for f64); the result
+// rounds once. Saved for backward: q, k, v and the per-row log-sum-exp of the scaled scores
+// (fp32; f64 for f64), from which backward recomputes the probabilities P.
+// Backward, with S = q k^T / sqrt(Dh), P = exp(S - lse) (0 where masked), dO the gradient:
+//   dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(P dP)) / sqrt(Dh),
+//   dQ = dS K,    dK = dS^T Q.
+#include <cmath>
+#include <limits>
+
+#include "ops/gemm_op.h"
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+
+struct Dims {
+  int64_t bh = 0, t = 0, dh = 0;  // batch * heads, sequence length, head size
+  bool causal = true;
+  int64_t visible(int64_t i) const { return causal ? i + 1 : t; }  // keys row i attends to
+};
+
+// ---- fast: products by detail::gemm, rows of scores in parallel, fp32 (f64 for f64) ----
+
+template <typename Body>
+void for_rows(const Dims& d, Body body) {
+  kernels::parallel_for(d.bh * d.t, std::max<int64_t>(1, 4096 / d.t),
+                        [&](int64_t begin, int64_t end) {
+                          for (int64_t r = begin; r < end; ++r) body(r, r % d.t);
+                        });
+}
+
+// Scores of each row (unscaled q k^T) become probabilities in place; lse gets each row's
+// log-sum-exp of the scaled scores.
+template <typename A>
+void softmax_rows(A* s, A* lse, const Dims& d, A scale) {
+  for_rows(d, [&](int64_t r, int64_t i) {
+    A* row = s + r * d.t;
+    const int64_t n = d.visible(i);
+    A m = -std::numeric_limits<A>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
+    A total = 0;
+    for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
+    const A l = m + std::log(total);
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - l);
+    for (int64_t j = n; j < d.t; ++j) row[j] = 0;
+    lse[r] = l;
+  });
+}
+
+// The probabilities again, from unscaled scores and the saved log-sum-exp, as in forward.
+template <typename A>
+void probabilities_rows(A* s, const A* lse, const Dims& d, A scale) {
+  for_rows(d, [&](int64_t r, int64_t i) {
+    A* row = s + r * d.t;
+    const int64_t n = d.visible(i);
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
+    for (int64_t j = n; j < d.t; ++j) row[j] = 0;
+  });
+}
+
+// dP becomes dS in place.
+template <typename A>
+void score_grad_rows(const A* p, A* dp, const Dims& d, A scale) {
+  for_rows(d, [&](int64_t r, int64_t) {
+    const A* prow = p + r * d.t;
+    A* grow = dp + r * d.t;
+    A dot = 0;
+    for (int64_t j = 0; j < d.t; ++j) dot += prow[j] * grow[j];
+    for (int64_t j = 0; j < d.t; ++j) grow[j] = prow[j] * (grow[j] - dot) * scale;
+  });
+}
+
+DType accumulation_dtype(DType in) { return in == DType::f64 ? DType::f64 : DType::f32; }
+
+// Calls f.template operator()<A>() with A double for f64, float for f32.
+template <typename F>
+void visit_accumulation(DType acc, F&& f) {
+  if (acc == DType::f64) {
+    f.template operator()<double>();
+  } else {
+    f.template operator()<float>();
+  }
+}
+
+template <typename A>
+A inverse_sqrt_head_size(const Dims& d) {
+  return A(1.0 / std::sqrt(double(d.dh)));
+}
+
+Tensor wide(const Tensor& t) { return t.to(accumulation_dtype(t.dtype())).detach(); }
+
+// q k^T for every (batch, head): [BH, T, T] in the accumulation dtype.
+Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
+  return detail::gemm({d.bh, d.t, d.t, d.dh, false, true, d.bh, d.bh}, q, k, Shape{d.bh, d.t, d.t},
+                      accumulation_dtype(q.dtype()));
+}
+
+Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, Tensor& lse) {
+  NoGradGuard no_grad;
+  const DType acc = accumulation_dtype(q.dtype());
+  Tensor p = scores(q, k, d);
+  lse = empty(Shape{d.bh, d.t}, acc);
+  visit_accumulation(acc, [&]<typename A>() {
+    softmax_rows<A>(p.data<A>(), lse.data<A>(), d, inverse_sqrt_head_size<A>(d));
+  });
+  return detail::gemm({d.bh, d.t, d.dh, d.t, false, false, d.bh, d.bh}, p, wide(v), q.shape(),
+                      q.dtype());
+}
+
+std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& lse, const Tensor& g, const Dims& d,
+                                  const bool need[3]) {
+  const DType acc = accumulation_dtype(q.dtype());
+  const kernels::GemmShape transposed_a{d.bh, d.t, d.dh, d.t, true, false, d.bh, d.bh};
+  const kernels::GemmShape plain{d.bh, d.t, d.dh, d.t, false, false, d.bh, d.bh};
+  Tensor p = scores(q, k, d);
+  const Tensor lse_acc = lse.to(acc).detach();
+  visit_accumulation(acc, [&]<typename A>() {
+    probabilities_rows<A>(p.data<A>(), lse_acc.data<A>(), d, inverse_sqrt_head_size<A>(d));
+  });
+  std::vector<Tensor> result(3);
+  if (need[2]) result[2] = detail::gemm(transposed_a, p, wide(g), v.shape(), v.dtype());
+  if (!need[0] && !need[1]) return result;
+  Tensor ds = detail::gemm({d.bh, d.t, d.t, d.dh, false, true, d.bh, d.bh}, g, v,
+                           Shape{d.bh, d.t, d.t}, acc);
+  visit_accumulation(acc, [&]<typename A>() {
+    score_grad_rows<A>(p.data<A>(), ds.data<A>(), d, inverse_sqrt_head_size<A>(d));
+  });
+  if (need[0]) result[0] = detail::gemm(plain, ds, wide(k), q.shape(), q.dtype());
+  if (need[1]) result[1] = detail::gemm(transposed_a, ds, wide(q), k.shape(), k.dtype());
+  return result;
+}
+
+// ---- reference: serial, in double, rounded once ----
+
+template <typename T>
+void scaled_scores_reference(const T* q, const T* k, const Dims& d, int64_t b, int64_t i,
+                             std::vector<double>& s, double& lse) {
+  const double scale = 1.0 / std::sqrt(double(d.dh));
+  const int64_t n = d.visible(i);
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    double dot = 0;
+    for (int64_t c = 0; c < d.dh; ++c) {
+      dot += kernels::to_double(q[(b * d.t + i) * d.dh + c]) *
+             kernels::to_double(k[(b * d.t + j) * d.dh + c]);
+    }
+    s[size_t(j)] = dot * scale;
+    m = std::max(m, s[size_t(j)]);
+  }
+  double total = 0;
+  for (int64_t j = 0; j < n; ++j) total += std::exp(s[size_t(j)] - m);
+  lse = m + std::log(total);
+}
+
+template <typename T, typename L>
+void forward_reference(const T* q, const T* k, const T* v, const Dims& d, T* out, L* lse) {
+  std::vector<double> s(static_cast<size_t>(d.t)), o(static_cast<size_t>(d.dh));
+  for (int64_t b = 0; b < d.bh; ++b) {
+    for (int64_t i = 0; i < d.t; ++i) {
+      double l = 0;
+      scaled_scores_reference(q, k, d, b, i, s, l);
+      std::fill(o.begin(), o.end(), 0.0);
+      for (int64_t j = 0; j < d.visible(i); ++j) {
+        const double pj = std::exp(s[size_t(j)] - l);
+        for (int64_t c = 0; c < d.dh; ++c) {
+          o[size_t(c)] += pj * kernels::to_double(v[(b * d.t + j) * d.dh + c]);
+        }
+      }
+      for (int64_t c = 0; c < d.dh; ++c) {
+        out[(b * d.t + i) * d.dh + c] = kernels::from_double<T>(o[size_t(c)]);
+      }
+      lse[b * d.t + i] = L(l);
+    }
+  }
+}
+
+// Recomputes everything from q, k and v in double (the saved log-sum-exp is not used, so the
+// reference stays independent of the fast forward).
+template <typename T>
+void backward_reference(const T* q, const T* k, const T* v, const T* g, const Dims& d, T* dq, T* dk,
+                        T* dv) {
+  const double scale = 1.0 / std::sqrt(double(d.dh));
+  const size_t total = size_t(d.bh * d.t * d.dh);
+  std::vector<double> aq(total, 0.0), ak(total, 0.0), av(total, 0.0);
+  std::vector<double> s(static_cast<size_t>(d.t)), dp(static_cast<size_t>(d.t));
+  auto at = [&](int64_t b, int64_t row, int64_t c) { return (b * d.t + row) * d.dh + c; };
+  for (int64_t b = 0; b < d.bh; ++b) {
+    for (int64_t i = 0; i < d.t; ++i) {
+      double l = 0;
+      scaled_scores_reference(q, k, d, b, i, s, l);
+      const int64_t n = d.visible(i);
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        s[size_t(j)] = std::exp(s[size_t(j)] - l);  // now P
+        double acc = 0;
+        for (int64_t c = 0; c < d.dh; ++c) {
+          acc += kernels::to_double(g[at(b, i, c)]) * kernels::to_double(v[at(b, j, c)]);
+        }
+        dp[size_t(j)] = acc;
+        dot += s[size_t(j)] * acc;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const double pj = s[size_t(j)], ds = pj * (dp[size_t(j)] - dot) * scale;
+        for (int64_t c = 0; c < d.dh; ++c) {
+          aq[size_t(at(b, i, c))] += ds * kernels::to_double(k[at(b, j, c)]);
+          ak[size_t(at(b, j, c))] += ds * kernels::to_double(q[at(b, i, c)]);
+          av[size_t(at(b, j, c))] += pj * kernels::to_double(g[at(b, i, c)]);
+        }
+      }
+    }
+  }
+  for (size_t e = 0; e < total; ++e) {
+    dq[e] = kernels::from_double<T>(aq[e]);
+    dk[e] = kernels::from_double<T>(ak[e]);
+    dv[e] = kernels::from_double<T>(av[e]);
+  }
+}
+
+struct AttentionBackward : autograd::Node {
+  autograd::SavedTensor q, k, v, lse;
+  Dims d;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor qv = q.get(), kv = k.get(), vv = v.get();
+    const Tensor g = grads[0].to(qv.dtype()).detach();
+    const bool need[3] = {next[0].node != nullptr, next[1].node != nullptr,
+                          next[2].node != nullptr};
+    if (!reference_mode()) return backward_fast(qv, kv, vv, lse.get(), g, d, need);
+    std::vector<Tensor> result = {detail::empty_like(qv), detail::empty_like(kv),
+                                  detail::empty_like(vv)};
+    visit_floating(qv.dtype(), name, [&]<typename T>() {
+      backward_reference(qv.data<T>(), kv.data<T>(), vv.data<T>(), g.data<T>(), d,
+                         result[0].data<T>(), result[1].data<T>(), result[2].data<T>());
+    });
+    for (int i = 0; i < 3; ++i) {
+      if (!need[i]) result[size_t(i)] = Tensor();
+    }
+    return result;
+  }
+  void release() override {
+    q.reset();
+    k.reset();
+    v.reset();
+    lse.reset();
+  }
+};
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  detail::check_floating(op, q, "query");
+  detail::check_floating(op, k, "key");
+  detail::check_floating(op, v, "value");
+  detail::check_same_dtype(op, q, k);
+  detail::check_same_dtype(op, q, v);
+  MIXP_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(), op,
+             ": q, k and v must all be [B, H, T, Dh], got ", q.shape().to_string(), ", ",
+             k.shape().to_string(), " and ", v.shape().to_string());
+  MIXP_CHECK(q.numel() > 0, op, ": every size must be at least 1, got ", q.shape().to_string());
+  Dims d;
+  d.bh = q.shape()[0] * q.shape()[1];
+  d.t = q.shape()[2];
+  d.dh = q.shape()[3];
+  d.causal = causal;
+  Tensor out, lse;
+  if (reference_mode()) {
+    out = detail::empty_like(q);
+    lse = empty(Shape{d.bh, d.t}, accumulation_dtype(q.dtype()));
+    visit_floating(q.dtype(), op, [&]<typename T>() {
+      if (lse.dtype() == DType::f64) {
+        forward_reference(q.data<T>(), k.data<T>(), v.data<T>(), d, out.data<T>(),
+                          lse.data<double>());
+      } else {
+        forward_reference(q.data<T>(), k.data<T>(), v.data<T>(), d, out.data<T>(),
+                          lse.data<float>());
+      }
+    });
+  } else {
+    out = forward_fast(q, k, v, d, lse);
+  }
+  if (auto node = autograd::make_node<AttentionBackward>(op, {&q, &k, &v})) {
+    node->q = autograd::SavedTensor(q);
+    node->k = autograd::SavedTensor(k);
+    node->v = autograd::SavedTensor(v);
+    node->lse = autograd::SavedTensor(lse);
+    node->d = d;
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace mixp::ops
