@@ -25,6 +25,8 @@ enum class OpKind : uint16_t {
   softmax, log_softmax, cross_entropy, mse_loss,
   // layout
   transpose, permute,
+  // convolution and pooling
+  conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 inline constexpr int kOpKindCount = int(OpKind::count);

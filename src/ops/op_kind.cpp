@@ -35,6 +35,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::mse_loss, "mse_loss", fp32_compute, true},
     {OpKind::transpose, "transpose", keep, false},
     {OpKind::permute, "permute", keep, false},
+    {OpKind::conv2d, "conv2d", lower_precision, false},
+    {OpKind::max_pool2d, "max_pool2d", keep, false},
+    {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false},
+    {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 
