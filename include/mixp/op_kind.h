@@ -56,6 +56,11 @@ enum class OpKind : uint16_t {
   split,
   narrow,
   scaled_dot_product_attention,
+  // convolution and pooling
+  conv2d,
+  max_pool2d,
+  avg_pool2d,
+  adaptive_avg_pool2d,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 inline constexpr int kOpKindCount = int(OpKind::count);

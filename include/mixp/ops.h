@@ -78,6 +78,40 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
 /// Mean squared error; an fp32 scalar (f64 for f64 inputs).
 Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 
+// ---- convolution and pooling: NCHW tensors, PyTorch's layouts and output sizes ----
+struct Conv2dOptions {
+  int64_t stride_h = 1, stride_w = 1;      ///< at least 1
+  int64_t pad_h = 0, pad_w = 0;            ///< zeros added on both sides; at least 0
+  int64_t dilation_h = 1, dilation_w = 1;  ///< spacing of the kernel taps; at least 1
+  int64_t groups = 1;                      ///< divides C and O; groups == C is depthwise
+  std::optional<DType> out_dtype;          ///< the result's dtype; x's unless given
+};
+/// x [N, C, H, W] convolved with weight [O, C / groups, kh, kw] (cross-correlation, as in
+/// PyTorch), plus bias [O] if defined; x and weight share a dtype, bias may have any floating
+/// dtype. The result is [N, O, OH, OW] with OH = floor((H + 2 pad_h - dilation_h (kh - 1) - 1)
+/// / stride_h) + 1, and OW likewise. Accumulates in fp32 (f64 for f64), adds the bias in fp32
+/// and rounds once. The gradients have the dtypes of x, weight and bias.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Conv2dOptions options = {});
+
+/// The maximum over kernel_h x kernel_w windows of x [N, C, H, W], every stride_h rows and
+/// stride_w columns (a stride of 0, the default, means the kernel's size, as PyTorch's
+/// stride=None), with pad_h / pad_w rows and columns of -inf on both sides (at most half the
+/// kernel). The result is [N, C, OH, OW], OH = floor((H + 2 pad_h - kernel_h) / stride_h) + 1,
+/// in x's dtype. The gradient goes to the first maximum of each window (row-major); a NaN
+/// counts as the maximum.
+Tensor max_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t stride_h = 0,
+                  int64_t stride_w = 0, int64_t pad_h = 0, int64_t pad_w = 0);
+/// The mean over windows as in max_pool2d, with zero padding that counts in the divisor
+/// (PyTorch's count_include_pad=true): every window divides by kernel_h * kernel_w. fp32
+/// compute; the result has x's dtype.
+Tensor avg_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t stride_h = 0,
+                  int64_t stride_w = 0, int64_t pad_h = 0, int64_t pad_w = 0);
+/// The mean of x [N, C, H, W] over the windows that make an [N, C, out_h, out_w] result:
+/// output row i averages rows floor(i H / out_h) to ceil((i + 1) H / out_h) - 1, as in
+/// PyTorch, columns likewise. out_h and out_w may exceed H and W. fp32 compute; x's dtype.
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
+
 // ---- layout (copies; reshape and slice are views, on Tensor) ----
 Tensor transpose(const Tensor& x, int dim0, int dim1);
 Tensor permute(const Tensor& x, std::vector<int> order);

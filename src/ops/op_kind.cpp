@@ -41,6 +41,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::split, "split", keep, false},
     {OpKind::narrow, "narrow", keep, false},
     {OpKind::scaled_dot_product_attention, "scaled_dot_product_attention", lower_precision, false},
+    {OpKind::conv2d, "conv2d", lower_precision, false},
+    {OpKind::max_pool2d, "max_pool2d", keep, false},
+    {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false},
+    {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

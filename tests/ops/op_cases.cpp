@@ -1,5 +1,7 @@
 #include "ops/op_cases.h"
 
+#include <algorithm>
+
 namespace mixp::test {
 
 std::vector<OpCase> all_op_cases() {
@@ -224,6 +226,72 @@ std::vector<OpCase> all_op_cases() {
                    },
                    1,
                    false});
+
+  // conv2d: x [N, C, H, W], weight [O, C / g, kh, kw], bias [O]. The reduction length is the
+  // longest sum of the case: the forward's (C / g kh kw), backward-data's (at most O / g kh kw)
+  // or backward-weights' and the bias gradient's (N OH OW).
+  auto conv = [&](std::string name, Shape xs, Shape ws, bool bias, ops::Conv2dOptions o) {
+    const int64_t g = o.groups;
+    const int64_t oh = (xs[2] + 2 * o.pad_h - o.dilation_h * (ws[2] - 1) - 1) / o.stride_h + 1;
+    const int64_t ow = (xs[3] + 2 * o.pad_w - o.dilation_w * (ws[3] - 1) - 1) / o.stride_w + 1;
+    const int64_t taps = ws[2] * ws[3];
+    const int64_t length = std::max({xs[1] / g * taps, ws[0] / g * taps, xs[0] * oh * ow});
+    std::vector<InputSpec> inputs = {{xs, any}, {ws, any}};
+    if (bias) inputs.push_back({Shape{ws[0]}, any});
+    cases.push_back(
+        {"conv2d/" + name, inputs,
+         [bias, o](const V& v) {
+           ops::Conv2dOptions oo = o;
+           if (o.out_dtype) {  // the wide output, narrowed for the comparison
+             oo.out_dtype = v[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+             return ops::conv2d(v[0], v[1], bias ? v[2] : Tensor(), oo).to(v[0].dtype());
+           }
+           return ops::conv2d(v[0], v[1], bias ? v[2] : Tensor(), oo);
+         },
+         length});
+  };
+  auto options = [](int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                    int64_t dilation_h, int64_t dilation_w, int64_t groups) {
+    ops::Conv2dOptions o;
+    o.stride_h = stride_h, o.stride_w = stride_w, o.pad_h = pad_h, o.pad_w = pad_w;
+    o.dilation_h = dilation_h, o.dilation_w = dilation_w, o.groups = groups;
+    return o;
+  };
+  conv("3x3", {2, 3, 7, 6}, {4, 3, 3, 3}, true, {});
+  conv("stride2_pad1", {1, 2, 9, 8}, {3, 2, 3, 3}, true, options(2, 2, 1, 1, 1, 1, 1));
+  conv("stride2_even", {3, 2, 6, 6}, {2, 2, 3, 3}, false, options(2, 2, 0, 0, 1, 1, 1));
+  conv("dilation2", {3, 2, 7, 7}, {2, 2, 3, 3}, true, options(1, 1, 2, 1, 2, 2, 1));
+  conv("groups2", {2, 4, 5, 6}, {6, 2, 3, 3}, true, options(1, 1, 1, 1, 1, 1, 2));
+  conv("depthwise", {2, 3, 6, 5}, {3, 1, 3, 3}, false, options(1, 1, 1, 1, 1, 1, 3));
+  conv("depthwise_x2", {1, 2, 7, 5}, {4, 1, 3, 2}, true, options(2, 1, 1, 0, 1, 1, 2));
+  conv("1x1", {3, 5, 4, 3}, {7, 5, 1, 1}, true, {});
+  conv("mixed", {1, 3, 8, 9}, {2, 3, 2, 3}, true, options(2, 1, 1, 0, 1, 2, 1));
+  conv("kernel_covers_input", {2, 2, 3, 3}, {3, 2, 3, 3}, true, {});
+  ops::Conv2dOptions wide = options(1, 2, 1, 1, 1, 1, 1);
+  wide.out_dtype = DType::f32;
+  conv("f32_out", {2, 3, 5, 7}, {4, 3, 3, 3}, true, wide);
+
+  // pooling: kernel, stride (0: the kernel), padding; the reduction is the largest window
+  auto pool = [&](std::string name, Shape xs, int64_t window,
+                  std::function<Tensor(const Tensor&)> f) {
+    cases.push_back({name, {{xs, any}}, [f](const V& v) { return f(v[0]); }, window});
+  };
+  pool("max_pool2d/2x2", {2, 3, 6, 7}, 4, [](const Tensor& x) { return ops::max_pool2d(x, 2, 2); });
+  pool("max_pool2d/3x3_s2_p1", {1, 2, 7, 9}, 9,
+       [](const Tensor& x) { return ops::max_pool2d(x, 3, 3, 2, 2, 1, 1); });
+  pool("max_pool2d/3x2_s1_overlap", {3, 2, 5, 4}, 6,
+       [](const Tensor& x) { return ops::max_pool2d(x, 3, 2, 1, 1, 1, 0); });
+  pool("avg_pool2d/2x2", {2, 3, 6, 7}, 4, [](const Tensor& x) { return ops::avg_pool2d(x, 2, 2); });
+  pool("avg_pool2d/3x3_s2_p1", {1, 2, 7, 9}, 9,
+       [](const Tensor& x) { return ops::avg_pool2d(x, 3, 3, 2, 2, 1, 1); });
+  pool("avg_pool2d/3x2_s1_overlap", {3, 2, 5, 4}, 6,
+       [](const Tensor& x) { return ops::avg_pool2d(x, 3, 2, 1, 1, 1, 1); });
+  pool("adaptive_avg_pool2d/7x5_to_3x2", {2, 3, 7, 5}, 9,
+       [](const Tensor& x) { return ops::adaptive_avg_pool2d(x, 3, 2); });
+  pool("adaptive_avg_pool2d/global", {3, 2, 5, 6}, 30,
+       [](const Tensor& x) { return ops::adaptive_avg_pool2d(x, 1, 1); });
+  pool("adaptive_avg_pool2d/upsample", {1, 2, 3, 4}, 4,
+       [](const Tensor& x) { return ops::adaptive_avg_pool2d(x, 5, 7); });
   return cases;
 }
 

@@ -2,22 +2,13 @@
 // primitives, so building the primitive for a shape seen before is a lookup.
 #include <dnnl.hpp>
 
+#include "kernels/cpu/dnnl_runtime.h"
 #include "kernels/gemm.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
 
 namespace mixp::kernels {
 namespace {
-
-struct Runtime {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-};
-
-Runtime& runtime() {
-  static Runtime r;
-  return r;
-}
 
 dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t cols, bool transposed,
                           dnnl::memory::data_type dt) {
@@ -48,7 +39,7 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float
   }
   using dt = dnnl::memory::data_type;
   const dt in_type = in == DType::bf16 ? dt::bf16 : dt::f32;
-  Runtime& r = runtime();
+  DnnlRuntime& r = dnnl_runtime();
   try {
     const bool batched = s.batch > 1;
     const auto a_md = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);

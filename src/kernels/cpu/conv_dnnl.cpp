@@ -1,0 +1,171 @@
+// oneDNN convolution, forward, backward-data and backward-weights (the 2.x API: an op desc,
+// then a primitive desc). The primitives choose their own (blocked) layouts; the PyTorch-layout
+// buffers of mixp are reordered in and out, which is exact. oneDNN caches primitives, so a
+// shape seen before is a lookup.
+#include <algorithm>
+#include <dnnl.hpp>
+
+#include "kernels/conv.h"
+#include "kernels/cpu/dnnl_runtime.h"
+#include "kernels/gemm.h"
+#include "mixp/error.h"
+
+namespace mixp::kernels {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+
+struct Geometry {
+  dims src, weights, dst, strides, dilates, pad_l, pad_r;
+  tag weights_tag;
+};
+
+Geometry geometry(const ConvShape& s) {
+  Geometry g;
+  g.src = {s.n, s.c, s.h, s.w};
+  g.dst = {s.n, s.o, s.oh, s.ow};
+  if (s.groups == 1) {
+    g.weights = {s.o, s.c, s.kh, s.kw};
+    g.weights_tag = tag::oihw;
+  } else {  // [o, c / g, kh, kw] is [g, o / g, c / g, kh, kw] in memory
+    g.weights = {s.groups, s.o / s.groups, s.c / s.groups, s.kh, s.kw};
+    g.weights_tag = tag::goihw;
+  }
+  g.strides = {s.stride_h, s.stride_w};
+  g.dilates = {s.dilation_h - 1, s.dilation_w - 1};  // oneDNN counts dilation from 0
+  // oneDNN checks (src + pad_l + pad_r - extent) / stride + 1 == dst, with PyTorch's floor.
+  g.pad_l = {s.pad_h, s.pad_w};
+  g.pad_r = {s.pad_h, s.pad_w};
+  return g;
+}
+
+dt dnnl_type(DType in) { return in == DType::bf16 ? dt::bf16 : dt::f32; }
+
+dnnl::memory::desc any(const dims& d, dt type) { return dnnl::memory::desc(d, type, tag::any); }
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Geometry& g, dt in, DnnlRuntime& r) {
+  const dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(g.src, in),
+      any(g.weights, in), any(g.dst, dt::f32), g.strides, g.dilates, g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, r.engine);
+}
+
+// `user` in the layout `want`: itself, or a reordered copy.
+dnnl::memory input_as(const dnnl::memory& user, const dnnl::memory::desc& want, DnnlRuntime& r) {
+  if (user.get_desc() == want) return user;
+  dnnl::memory m(want, r.engine);
+  dnnl::reorder(user, m).execute(r.stream, const_cast<dnnl::memory&>(user), m);
+  return m;
+}
+
+// Where the primitive writes `user`: itself, or a buffer reordered into it by finish_output.
+dnnl::memory output_as(const dnnl::memory& user, const dnnl::memory::desc& want, DnnlRuntime& r) {
+  if (user.get_desc() == want) return user;
+  return dnnl::memory(want, r.engine);
+}
+
+void finish_output(dnnl::memory& produced, dnnl::memory& user, DnnlRuntime& r) {
+  if (produced.get() != user.get()) dnnl::reorder(produced, user).execute(r.stream, produced, user);
+}
+
+void check_input(DType in) {
+  MIXP_ASSERT(in == DType::f32 || (in == DType::bf16 && gemm_fast_has_bf16()),
+              "oneDNN convolution on ", name_of(in));
+}
+
+void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
+  MIXP_ASSERT(false, "oneDNN convolution ", pass, " failed (", e.what(), ") for x [", s.n, ", ",
+              s.c, ", ", s.h, ", ", s.w, "], weight [", s.o, ", ", s.c / s.groups, ", ", s.kh, ", ",
+              s.kw, "], groups ", s.groups);
+}
+
+}  // namespace
+
+void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight,
+                         float* y) {
+  check_input(in);
+  if (s.n == 0) return;
+  DnnlRuntime& r = dnnl_runtime();
+  const Geometry g = geometry(s);
+  const dt t = dnnl_type(in);
+  try {
+    const auto pd = forward_pd(g, t, r);
+    dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
+    dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
+    dnnl::memory y_user({g.dst, dt::f32, tag::nchw}, r.engine, y);
+    dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
+    dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
+    dnnl::memory y_mem = output_as(y_user, pd.dst_desc(), r);
+    dnnl::convolution_forward(pd).execute(
+        r.stream, {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}});
+    finish_output(y_mem, y_user, r);
+    r.stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("forward", e, s);
+  }
+}
+
+void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, const void* weight,
+                               float* dx) {
+  check_input(in);
+  if (s.n == 0) return;
+  DnnlRuntime& r = dnnl_runtime();
+  const Geometry g = geometry(s);
+  const dt t = dnnl_type(in);
+  try {
+    const auto hint = forward_pd(g, t, r);
+    const dnnl::convolution_backward_data::desc d(
+        dnnl::algorithm::convolution_direct, any(g.src, dt::f32), any(g.weights, t), any(g.dst, t),
+        g.strides, g.dilates, g.pad_l, g.pad_r);
+    const dnnl::convolution_backward_data::primitive_desc pd(d, r.engine, hint);
+    dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
+    dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
+    dnnl::memory dx_user({g.src, dt::f32, tag::nchw}, r.engine, dx);
+    dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
+    dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
+    dnnl::memory dx_mem = output_as(dx_user, pd.diff_src_desc(), r);
+    dnnl::convolution_backward_data(pd).execute(
+        r.stream,
+        {{DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}});
+    finish_output(dx_mem, dx_user, r);
+    r.stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("backward-data", e, s);
+  }
+}
+
+void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, const void* dy,
+                                  float* dweight) {
+  check_input(in);
+  if (s.n == 0) {
+    std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
+    return;
+  }
+  DnnlRuntime& r = dnnl_runtime();
+  const Geometry g = geometry(s);
+  const dt t = dnnl_type(in);
+  try {
+    const auto hint = forward_pd(g, t, r);
+    const dnnl::convolution_backward_weights::desc d(
+        dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32), any(g.dst, t),
+        g.strides, g.dilates, g.pad_l, g.pad_r);
+    const dnnl::convolution_backward_weights::primitive_desc pd(d, r.engine, hint);
+    dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
+    dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
+    dnnl::memory dw_user({g.weights, dt::f32, g.weights_tag}, r.engine, dweight);
+    dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
+    dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
+    dnnl::memory dw_mem = output_as(dw_user, pd.diff_weights_desc(), r);
+    dnnl::convolution_backward_weights(pd).execute(
+        r.stream,
+        {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_DIFF_WEIGHTS, dw_mem}});
+    finish_output(dw_mem, dw_user, r);
+    r.stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("backward-weights", e, s);
+  }
+}
+
+}  // namespace mixp::kernels

@@ -1,0 +1,191 @@
+// conv2d: y = x (*) weight + bias over NCHW tensors with PyTorch's layouts, fp32 accumulation
+// (f64 for f64), the bias added in fp32 and one rounding to the output dtype.
+// Shape contract: x [N, C, H, W]; weight [O, C / groups, kh, kw] with groups dividing C and O;
+// bias [O] or undefined; x and weight the same dtype; the result is [N, O, OH, OW] with
+// OH = (H + 2 pad_h - dilation_h (kh - 1) - 1) / stride_h + 1 (floor, at least 1), OW likewise.
+// Backward: dx = the transposed convolution of g with weight (x's dtype); dweight = the
+// correlation of x with g over N, OH, OW (weight's dtype); dbias = the sum of g over N, OH, OW
+// in fp32 (bias's dtype). g is rounded to x's dtype first, as the low-precision backward of
+// mixed-precision training computes.
+// Fast path: oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16; f16 (and bf16
+// elsewhere) widen exactly to f32 first. f64 and reference mode run the double-accumulating
+// reference kernels.
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+
+constexpr const char* kOp = "conv2d";
+
+enum class Pass { forward, backward_data, backward_weights };
+
+// One pass of the convolution on (a, b) as a tensor of `shape` in the accumulation dtype (f32,
+// or f64 for f64 inputs): the forward takes (x, weight), backward-data (g, weight),
+// backward-weights (x, g).
+Tensor run_pass(Pass pass, const kernels::ConvShape& s, const Tensor& a, const Tensor& b,
+                const Shape& shape, MemoryTag tag) {
+  const DType in = a.dtype();
+  const DType acc = in == DType::f64 ? DType::f64 : DType::f32;
+  Tensor out = empty(shape, acc, tag);
+  if (reference_mode() || in == DType::f64) {
+    switch (pass) {
+      case Pass::forward:
+        kernels::conv2d_forward_reference(s, in, a.raw_data(), b.raw_data(), out.raw_data());
+        break;
+      case Pass::backward_data:
+        kernels::conv2d_backward_data_reference(s, in, a.raw_data(), b.raw_data(), out.raw_data());
+        break;
+      case Pass::backward_weights:
+        kernels::conv2d_backward_weights_reference(s, in, a.raw_data(), b.raw_data(),
+                                                   out.raw_data());
+        break;
+    }
+    return out;
+  }
+  const bool native = in == DType::f32 || (in == DType::bf16 && kernels::gemm_fast_has_bf16());
+  const Tensor wa = native ? a : a.to(DType::f32), wb = native ? b : b.to(DType::f32);
+  const DType t = native ? in : DType::f32;
+  switch (pass) {
+    case Pass::forward:
+      kernels::conv2d_forward_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
+      break;
+    case Pass::backward_data:
+      kernels::conv2d_backward_data_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
+      break;
+    case Pass::backward_weights:
+      kernels::conv2d_backward_weights_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
+      break;
+  }
+  return out;
+}
+
+// The pass rounded once to `out_dtype`.
+Tensor run_pass_to(Pass pass, const kernels::ConvShape& s, const Tensor& a, const Tensor& b,
+                   const Shape& shape, DType out_dtype, const Tensor& bias = Tensor()) {
+  const DType acc = a.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  const bool direct = out_dtype == acc;
+  Tensor out =
+      run_pass(pass, s, a, b, shape, direct ? MemoryTag::activation : MemoryTag::workspace);
+  if (bias.defined()) {
+    const Tensor wide_bias = bias.to(acc);
+    const int64_t planes = s.n * s.o, area = s.oh * s.ow;
+    auto add_planes = [&]<typename T>() {
+      T* y = out.data<T>();
+      const T* bv = wide_bias.data<T>();
+      kernels::parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(area, 1)),
+                            [&](int64_t begin, int64_t end) {
+                              for (int64_t p = begin; p < end; ++p) {
+                                const T b = bv[p % s.o];
+                                for (int64_t k = 0; k < area; ++k) y[p * area + k] += b;
+                              }
+                            });
+    };
+    if (acc == DType::f64)
+      add_planes.operator()<double>();
+    else
+      add_planes.operator()<float>();
+  }
+  return direct ? out : out.to(out_dtype).detach();
+}
+
+struct Conv2dBackward : autograd::Node {
+  autograd::SavedTensor x, weight;
+  kernels::ConvShape shape;
+  DType bias_dtype = DType::f32;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    NoGradGuard no_grad;
+    const Tensor xv = x.get(), wv = weight.get();
+    const Tensor g = grads[0].to(xv.dtype()).detach();
+    Tensor dx, dw, db;
+    if (next[0].node) dx = run_pass_to(Pass::backward_data, shape, g, wv, xv.shape(), xv.dtype());
+    if (next[1].node) {
+      dw = run_pass_to(Pass::backward_weights, shape, xv, g, wv.shape(), wv.dtype());
+    }
+    if (next.size() > 2 && next[2].node) {
+      const DType acc = grads[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+      db = ops::sum(grads[0].to(acc), {0, 2, 3}).to(bias_dtype).detach();
+    }
+    if (next.size() == 2) return {dx, dw};
+    return {dx, dw, db};
+  }
+  void release() override {
+    x.reset();
+    weight.reset();
+  }
+};
+
+kernels::ConvShape check_and_shape(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Conv2dOptions& o) {
+  detail::check_floating(kOp, x, "input");
+  detail::check_floating(kOp, weight, "weight");
+  detail::check_same_dtype(kOp, x, weight);
+  MIXP_CHECK(x.ndim() == 4, kOp, ": the input must be [N, C, H, W], got ", x.shape().to_string());
+  MIXP_CHECK(weight.ndim() == 4, kOp, ": the weight must be [O, C / groups, kh, kw], got ",
+             weight.shape().to_string());
+  MIXP_CHECK(o.groups >= 1, kOp, ": groups must be at least 1, got ", o.groups);
+  MIXP_CHECK(o.stride_h >= 1 && o.stride_w >= 1, kOp, ": strides must be at least 1, got ",
+             o.stride_h, " x ", o.stride_w);
+  MIXP_CHECK(o.dilation_h >= 1 && o.dilation_w >= 1, kOp, ": dilations must be at least 1, got ",
+             o.dilation_h, " x ", o.dilation_w);
+  MIXP_CHECK(o.pad_h >= 0 && o.pad_w >= 0, kOp, ": padding must not be negative, got ", o.pad_h,
+             " x ", o.pad_w);
+  kernels::ConvShape s;
+  s.n = x.size(0), s.c = x.size(1), s.h = x.size(2), s.w = x.size(3);
+  s.o = weight.size(0), s.kh = weight.size(2), s.kw = weight.size(3);
+  s.stride_h = o.stride_h, s.stride_w = o.stride_w, s.pad_h = o.pad_h, s.pad_w = o.pad_w;
+  s.dilation_h = o.dilation_h, s.dilation_w = o.dilation_w, s.groups = o.groups;
+  MIXP_CHECK(s.c > 0 && s.h > 0 && s.w > 0, kOp, ": the input ", x.shape().to_string(),
+             " has an empty channel or spatial dimension");
+  MIXP_CHECK(weight.numel() > 0, kOp, ": the weight ", weight.shape().to_string(), " is empty");
+  MIXP_CHECK(s.c % s.groups == 0, kOp, ": the input's ", s.c, " channels (input ",
+             x.shape().to_string(), ") are not divisible by groups = ", s.groups);
+  MIXP_CHECK(s.o % s.groups == 0, kOp, ": the weight's ", s.o, " output channels (weight ",
+             weight.shape().to_string(), ") are not divisible by groups = ", s.groups);
+  MIXP_CHECK(weight.size(1) * s.groups == s.c, kOp, ": the weight ", weight.shape().to_string(),
+             " with groups = ", s.groups, " takes ", weight.size(1) * s.groups,
+             " input channels, but the input ", x.shape().to_string(), " has ", s.c);
+  if (bias.defined()) {
+    detail::check_floating(kOp, bias, "bias");
+    MIXP_CHECK(bias.ndim() == 1 && bias.size(0) == s.o, kOp, ": the bias must be [", s.o,
+               "] for the weight ", weight.shape().to_string(), ", got ", bias.shape().to_string());
+  }
+  if (o.out_dtype) {
+    const DType d = *o.out_dtype;
+    MIXP_CHECK(d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16, kOp,
+               ": the output dtype must be f32, f64, f16 or bf16, got ", name_of(*o.out_dtype));
+  }
+  const int64_t extent_h = o.dilation_h * (s.kh - 1) + 1, extent_w = o.dilation_w * (s.kw - 1) + 1;
+  MIXP_CHECK(s.h + 2 * o.pad_h >= extent_h && s.w + 2 * o.pad_w >= extent_w, kOp,
+             ": the padded input ", s.h + 2 * o.pad_h, " x ", s.w + 2 * o.pad_w, " (input ",
+             x.shape().to_string(), ", padding ", o.pad_h, " x ", o.pad_w,
+             ") is smaller than the dilated kernel ", extent_h, " x ", extent_w, " (weight ",
+             weight.shape().to_string(), ", dilation ", o.dilation_h, " x ", o.dilation_w, ")");
+  s.oh = (s.h + 2 * o.pad_h - extent_h) / o.stride_h + 1;
+  s.ow = (s.w + 2 * o.pad_w - extent_w) / o.stride_w + 1;
+  return s;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options) {
+  const kernels::ConvShape s = check_and_shape(x, weight, bias, options);
+  const DType out = options.out_dtype.value_or(x.dtype());
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = run_pass_to(Pass::forward, s, x, weight, Shape{s.n, s.o, s.oh, s.ow}, out, bias);
+  }
+  if (auto node = bias.defined() ? autograd::make_node<Conv2dBackward>(kOp, {&x, &weight, &bias})
+                                 : autograd::make_node<Conv2dBackward>(kOp, {&x, &weight})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    node->shape = s;
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace mixp::ops

@@ -1,0 +1,217 @@
+// conv2d and the poolings: output shapes and dtypes for several option sets, values worked out
+// by hand, gradient dtypes, and the errors for bad shapes, groups, strides and padding.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixp/error.h"
+#include "mixp/ops.h"
+#include "mixp/runtime.h"
+
+namespace mixp {
+namespace {
+
+Tensor filled(const Shape& shape, double value, DType dtype = DType::f32) {
+  return full(shape, value, dtype);
+}
+
+// The message of the mixp::Error that `f` throws; empty (and a failure) if it throws none.
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_FALSE(e.is_internal()) << e.message();
+    return e.message();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
+}
+
+struct ShapeCase {
+  Shape x, weight;
+  ops::Conv2dOptions options;
+  Shape expected;
+};
+
+ops::Conv2dOptions make(int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w,
+                        int64_t dilation_h, int64_t dilation_w, int64_t groups) {
+  ops::Conv2dOptions o;
+  o.stride_h = stride_h, o.stride_w = stride_w, o.pad_h = pad_h, o.pad_w = pad_w;
+  o.dilation_h = dilation_h, o.dilation_w = dilation_w, o.groups = groups;
+  return o;
+}
+
+TEST(Conv2d, OutputShapesFollowPyTorch) {
+  const std::vector<ShapeCase> cases = {
+      {{2, 3, 8, 8}, {4, 3, 3, 3}, {}, {2, 4, 6, 6}},
+      {{1, 3, 8, 7}, {4, 3, 3, 3}, make(2, 2, 1, 1, 1, 1, 1), {1, 4, 4, 4}},
+      {{1, 3, 9, 9}, {5, 3, 3, 3}, make(1, 1, 0, 0, 2, 2, 1), {1, 5, 5, 5}},
+      {{3, 4, 6, 5}, {6, 2, 1, 1}, make(1, 1, 0, 0, 1, 1, 2), {3, 6, 6, 5}},
+      {{1, 4, 6, 6}, {4, 1, 3, 3}, make(1, 1, 1, 1, 1, 1, 4), {1, 4, 6, 6}},
+      {{2, 2, 10, 7}, {3, 2, 2, 3}, make(3, 2, 0, 2, 1, 3, 1), {2, 3, 3, 3}},
+      {{1, 1, 3, 3}, {1, 1, 3, 3}, {}, {1, 1, 1, 1}},
+  };
+  for (const ShapeCase& c : cases) {
+    const Tensor y = ops::conv2d(ones(c.x), ones(c.weight), Tensor(), c.options);
+    EXPECT_EQ(y.shape(), c.expected) << c.x.to_string() << " * " << c.weight.to_string();
+    EXPECT_EQ(y.dtype(), DType::f32);
+  }
+}
+
+TEST(Conv2d, OutputDtypeIsTheInputsUnlessGiven) {
+  const Tensor x = ones({1, 2, 4, 4}, DType::bf16), w = ones({3, 2, 3, 3}, DType::bf16);
+  EXPECT_EQ(ops::conv2d(x, w).dtype(), DType::bf16);
+  ops::Conv2dOptions o;
+  o.out_dtype = DType::f32;
+  const Tensor y = ops::conv2d(x, w, ones({3}), o);
+  EXPECT_EQ(y.dtype(), DType::f32);
+  for (double v : y.to_vector()) EXPECT_EQ(v, 19.0);  // 2 * 3 * 3 ones, plus the bias
+}
+
+TEST(Conv2d, ValuesByHandOnBothPaths) {
+  // x = 0..8 in a 3x3 plane; a 2x2 kernel of ones with padding 1, stride 2: windows at the
+  // corners read one input each, plus the bias.
+  const Tensor x = arange(9).reshape({1, 1, 3, 3});
+  const Tensor w = ones({1, 1, 2, 2}), b = filled({1}, 0.5);
+  for (bool reference : {false, true}) {
+    std::optional<ReferenceMode> mode;
+    if (reference) mode.emplace();
+    const Tensor y = ops::conv2d(x, w, b, make(2, 2, 1, 1, 1, 1, 1));
+    ASSERT_EQ(y.shape(), Shape({1, 1, 2, 2}));
+    EXPECT_EQ(y.to_vector(), (std::vector<double>{0.5, 3.5, 9.5, 24.5})) << reference;
+  }
+}
+
+TEST(Conv2d, GradientsTakeTheDtypesOfTheirInputs) {
+  Tensor x = ones({2, 2, 5, 5}, DType::bf16).set_requires_grad(true);
+  Tensor w = ones({4, 1, 3, 3}, DType::bf16).set_requires_grad(true);
+  Tensor b = ones({4}, DType::f32).set_requires_grad(true);
+  ops::sum(ops::conv2d(x, w, b, make(1, 1, 0, 0, 1, 1, 2))).backward();
+  ASSERT_TRUE(x.grad().defined() && w.grad().defined() && b.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  EXPECT_EQ(w.grad().dtype(), DType::bf16);
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+  EXPECT_EQ(w.grad().shape(), w.shape());
+  // Each output channel's bias is summed over 2 images of 3 x 3 outputs.
+  for (double v : b.grad().to_vector()) EXPECT_EQ(v, 18.0);
+  // Each weight tap sees 2 images x 9 outputs of ones.
+  for (double v : w.grad().to_vector()) EXPECT_EQ(v, 18.0);
+}
+
+TEST(Conv2d, RejectsMismatchedChannelsAndGroups) {
+  const Tensor x = ones({2, 6, 5, 5});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({4, 4, 3, 3}));
+                  }),
+                  {"conv2d", "[4, 4, 3, 3]", "[2, 6, 5, 5]", "takes 4 input channels", "has 6"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({4, 3, 3, 3}), Tensor(), make(1, 1, 0, 0, 1, 1, 4));
+                  }),
+                  {"conv2d", "6 channels", "groups = 4"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({5, 2, 3, 3}), Tensor(), make(1, 1, 0, 0, 1, 1, 3));
+                  }),
+                  {"conv2d", "5 output channels", "groups = 3"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({6, 2, 3, 3}), Tensor(), make(1, 1, 0, 0, 1, 1, 2));
+                  }),
+                  {"conv2d", "groups = 2", "takes 4 input channels"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({4, 6, 3, 3}), Tensor(), make(1, 1, 0, 0, 1, 1, 0));
+                  }),
+                  {"conv2d", "groups must be at least 1, got 0"});
+}
+
+TEST(Conv2d, RejectsBadShapesStridesAndPadding) {
+  const Tensor x = ones({1, 2, 5, 5}), w = ones({3, 2, 3, 3});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(ones({2, 5, 5}), w);
+                  }),
+                  {"conv2d", "[N, C, H, W]", "[2, 5, 5]"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({3, 2, 3}));
+                  }),
+                  {"conv2d", "weight", "[3, 2, 3]"});
+  expect_mentions(error_of([&] { ops::conv2d(x, w, ones({4})); }),
+                  {"conv2d", "bias", "[3]", "[4]"});
+  expect_mentions(error_of([&] { ops::conv2d(x, w, Tensor(), make(0, 1, 0, 0, 1, 1, 1)); }),
+                  {"conv2d", "strides", "0 x 1"});
+  expect_mentions(error_of([&] { ops::conv2d(x, w, Tensor(), make(1, 1, -1, 0, 1, 1, 1)); }),
+                  {"conv2d", "padding", "-1 x 0"});
+  expect_mentions(error_of([&] { ops::conv2d(x, w, Tensor(), make(1, 1, 0, 0, 1, 0, 1)); }),
+                  {"conv2d", "dilations", "1 x 0"});
+  expect_mentions(error_of([&] { ops::conv2d(x, w, Tensor(), make(1, 1, 0, 0, 3, 1, 1)); }),
+                  {"conv2d", "smaller than the dilated kernel 7 x 3"});
+  expect_mentions(error_of([&] {
+                    ops::conv2d(x, ones({3, 2, 3, 3}, DType::bf16));
+                  }),
+                  {"conv2d", "different dtypes", "f32", "bf16"});
+}
+
+TEST(Pool2d, OutputShapes) {
+  const Tensor x = ones({2, 3, 7, 9});
+  EXPECT_EQ(ops::max_pool2d(x, 2, 2).shape(), Shape({2, 3, 3, 4}));  // stride = kernel
+  EXPECT_EQ(ops::max_pool2d(x, 3, 3, 2, 2, 1, 1).shape(), Shape({2, 3, 4, 5}));
+  EXPECT_EQ(ops::avg_pool2d(x, 3, 2, 1, 1, 1, 1).shape(), Shape({2, 3, 7, 10}));
+  EXPECT_EQ(ops::adaptive_avg_pool2d(x, 3, 2).shape(), Shape({2, 3, 3, 2}));
+  EXPECT_EQ(ops::adaptive_avg_pool2d(x, 8, 11).shape(), Shape({2, 3, 8, 11}));
+  EXPECT_EQ(ops::avg_pool2d(ones({1, 1, 4, 4}, DType::bf16), 2, 2).dtype(), DType::bf16);
+}
+
+TEST(Pool2d, ValuesByHandOnBothPaths) {
+  // 0..19 in a 4x5 plane.
+  const Tensor x = arange(20).reshape({1, 1, 4, 5});
+  for (bool reference : {false, true}) {
+    std::optional<ReferenceMode> mode;
+    if (reference) mode.emplace();
+    EXPECT_EQ(ops::max_pool2d(x, 2, 2).to_vector(), (std::vector<double>{6, 8, 16, 18}));
+    // Padding is -inf for the maximum: rows [0, 1) and [2, 4), columns [0, 1) and [3, 5).
+    EXPECT_EQ(ops::max_pool2d(x, 2, 2, 3, 4, 1, 1).to_vector(),
+              (std::vector<double>{0, 4, 15, 19}));
+    // count_include_pad: the corner window {0, 1, 5, 6} padded to 3x3 divides by 9 (in f32).
+    EXPECT_EQ(ops::avg_pool2d(x, 3, 3, 3, 3, 1, 1).slice(0, 1).to_vector()[0],
+              double(float(12.0 / 9.0)));
+    // Rows 4 -> 3: [0, 2), [1, 3), [2, 4); columns 5 -> 2: [0, 3), [2, 5).
+    const std::vector<double> a = ops::adaptive_avg_pool2d(x, 3, 2).to_vector();
+    ASSERT_EQ(a.size(), 6u);
+    EXPECT_DOUBLE_EQ(a[0], (0 + 1 + 2 + 5 + 6 + 7) / 6.0);
+    EXPECT_DOUBLE_EQ(a[5], (12 + 13 + 14 + 17 + 18 + 19) / 6.0);
+  }
+}
+
+TEST(Pool2d, MaxGradientGoesToTheFirstMaximum) {
+  Tensor x = from_values({1, 3, 3, 2, 3, 0, 1, 1, 1}, {1, 1, 3, 3}).set_requires_grad(true);
+  ops::sum(ops::max_pool2d(x, 2, 2, 1, 1)).backward();
+  // Windows (row-major): {1,3,2,3} -> index 1; {3,3,3,0} -> index 1; {2,3,1,1} -> index 4;
+  // {3,0,1,1} -> index 4.
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{0, 2, 0, 0, 2, 0, 0, 0, 0}));
+}
+
+TEST(Pool2d, RejectsBadArguments) {
+  const Tensor x = ones({1, 2, 5, 5});
+  expect_mentions(error_of([&] {
+                    ops::max_pool2d(ones({2, 5, 5}), 2, 2);
+                  }),
+                  {"max_pool2d", "[2, 5, 5]"});
+  expect_mentions(error_of([&] { ops::max_pool2d(x, 2, 2, 1, 1, 2, 0); }),
+                  {"max_pool2d", "half the kernel", "2 x 0"});
+  expect_mentions(error_of([&] { ops::avg_pool2d(x, 0, 2); }), {"avg_pool2d", "0 x 2"});
+  expect_mentions(error_of([&] { ops::avg_pool2d(x, 2, 2, -1, 1); }),
+                  {"avg_pool2d", "strides", "-1 x 1"});
+  expect_mentions(error_of([&] { ops::avg_pool2d(x, 6, 2); }),
+                  {"avg_pool2d", "smaller than the kernel 6 x 2"});
+  expect_mentions(error_of([&] { ops::adaptive_avg_pool2d(x, 0, 3); }),
+                  {"adaptive_avg_pool2d", "0 x 3"});
+}
+
+}  // namespace
+}  // namespace mixp
