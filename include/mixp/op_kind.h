@@ -13,6 +13,8 @@
 
 namespace mixp {
 
+// One line per group of ops.
+// clang-format off
 enum class OpKind : uint16_t {
   // elementwise
   add, sub, mul, div, add_scalar, mul_scalar, neg, exp, log, sqrt, rsqrt, pow_scalar, tanh,
@@ -27,6 +29,7 @@ enum class OpKind : uint16_t {
   transpose, permute,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
+// clang-format on
 inline constexpr int kOpKindCount = int(OpKind::count);
 
 /// What autocast does with an op's floating inputs (mixp/amp, from the mixed-precision issue).

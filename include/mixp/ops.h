@@ -36,14 +36,14 @@ Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);                 ///< 1 / sqrt(x)
+Tensor rsqrt(const Tensor& x);  ///< 1 / sqrt(x)
 Tensor pow(const Tensor& x, double exponent);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);                  ///< x * Phi(x), with the error function
-Tensor gelu_tanh(const Tensor& x);             ///< the tanh approximation of GPT-2
-Tensor silu(const Tensor& x);                  ///< x * sigmoid(x)
+Tensor gelu(const Tensor& x);       ///< x * Phi(x), with the error function
+Tensor gelu_tanh(const Tensor& x);  ///< the tanh approximation of GPT-2
+Tensor silu(const Tensor& x);       ///< x * sigmoid(x)
 
 // ---- reductions ----
 /// Sum over `dims` (all dimensions when empty), accumulated in fp32; keepdim keeps them as 1.

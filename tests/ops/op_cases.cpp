@@ -27,9 +27,10 @@ std::vector<OpCase> all_op_cases() {
   unary("add_scalar", any, [](const Tensor& x) { return ops::add_scalar(x, 0.75); });
   unary("mul_scalar", any, [](const Tensor& x) { return ops::mul_scalar(x, -1.5); });
 
-  auto binary = [&](std::string name, Domain db, std::function<Tensor(const Tensor&, const Tensor&)> f) {
-    const std::pair<Shape, Shape> shapes[] = {{{7, 5}, {7, 5}}, {{7, 5}, {5}}, {{3, 1, 4}, {2, 1}},
-                                              {{}, {3}}, {{1}, {1}}};
+  auto binary = [&](std::string name, Domain db,
+                    std::function<Tensor(const Tensor&, const Tensor&)> f) {
+    const std::pair<Shape, Shape> shapes[] = {
+        {{7, 5}, {7, 5}}, {{7, 5}, {5}}, {{3, 1, 4}, {2, 1}}, {{}, {3}}, {{1}, {1}}};
     for (const auto& [sa, sb] : shapes) {
       cases.push_back({name + "/" + sa.to_string() + "x" + sb.to_string(),
                        {{sa, any}, {sb, db}},
@@ -44,51 +45,106 @@ std::vector<OpCase> all_op_cases() {
   binary("div", away, [](const Tensor& a, const Tensor& b) { return ops::div(a, b); });
 
   cases.push_back({"sum/all", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0]); }, 120});
-  cases.push_back({"sum/dim1", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0], {1}); }, 6});
-  cases.push_back({"sum/dims02", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0], {0, -1}); }, 20});
-  cases.push_back({"mean/keepdim", {{{4, 6, 5}, any}}, [](const V& v) { return ops::mean(v[0], {2}, true); }, 5});
-  cases.push_back({"sum/long_row", {{{3, 70001}, any}}, [](const V& v) { return ops::sum(v[0], {1}); }, 70001, false});
+  cases.push_back(
+      {"sum/dim1", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0], {1}); }, 6});
+  cases.push_back({"sum/dims02",
+                   {{{4, 6, 5}, any}},
+                   [](const V& v) {
+                     return ops::sum(v[0], {0, -1});
+                   },
+                   20});
+  cases.push_back({"mean/keepdim",
+                   {{{4, 6, 5}, any}},
+                   [](const V& v) { return ops::mean(v[0], {2}, true); },
+                   5});
+  cases.push_back({"sum/long_row",
+                   {{{3, 70001}, any}},
+                   [](const V& v) { return ops::sum(v[0], {1}); },
+                   70001,
+                   false});
   cases.push_back({"max/dim0", {{{5, 7}, away}}, [](const V& v) { return ops::max(v[0], 0); }});
-  cases.push_back({"max/dim-1", {{{3, 4, 9}, away}}, [](const V& v) { return ops::max(v[0], -1, true); }});
+  cases.push_back(
+      {"max/dim-1", {{{3, 4, 9}, away}}, [](const V& v) { return ops::max(v[0], -1, true); }});
 
-  cases.push_back({"matmul/2d", {{{5, 7}, any}, {{7, 3}, any}}, [](const V& v) { return ops::matmul(v[0], v[1]); }, 7});
-  cases.push_back({"matmul/odd", {{{17, 33}, any}, {{33, 1}, any}}, [](const V& v) { return ops::matmul(v[0], v[1]); }, 33});
-  cases.push_back({"matmul/shared_b", {{{2, 5, 7}, any}, {{7, 3}, any}}, [](const V& v) { return ops::matmul(v[0], v[1]); }, 10});
-  cases.push_back({"matmul/batched", {{{2, 5, 7}, any}, {{2, 7, 3}, any}}, [](const V& v) { return ops::matmul(v[0], v[1]); }, 7});
-  cases.push_back({"bmm", {{{3, 4, 6}, any}, {{3, 6, 2}, any}}, [](const V& v) { return ops::bmm(v[0], v[1]); }, 6});
-  cases.push_back({"linear/bias", {{{2, 3, 16}, any}, {{9, 16}, any}, {{9}, any}},
-                   [](const V& v) { return ops::linear(v[0], v[1], v[2]); }, 16});
-  cases.push_back({"linear/no_bias", {{{13, 31}, any}, {{5, 31}, any}},
-                   [](const V& v) { return ops::linear(v[0], v[1]); }, 31});
-  cases.push_back({"linear/f32_out", {{{6, 8}, any}, {{4, 8}, any}, {{4}, any}},
+  cases.push_back({"matmul/2d",
+                   {{{5, 7}, any}, {{7, 3}, any}},
+                   [](const V& v) { return ops::matmul(v[0], v[1]); },
+                   7});
+  cases.push_back({"matmul/odd",
+                   {{{17, 33}, any}, {{33, 1}, any}},
+                   [](const V& v) { return ops::matmul(v[0], v[1]); },
+                   33});
+  cases.push_back({"matmul/shared_b",
+                   {{{2, 5, 7}, any}, {{7, 3}, any}},
+                   [](const V& v) { return ops::matmul(v[0], v[1]); },
+                   10});
+  cases.push_back({"matmul/batched",
+                   {{{2, 5, 7}, any}, {{2, 7, 3}, any}},
+                   [](const V& v) { return ops::matmul(v[0], v[1]); },
+                   7});
+  cases.push_back({"bmm",
+                   {{{3, 4, 6}, any}, {{3, 6, 2}, any}},
+                   [](const V& v) { return ops::bmm(v[0], v[1]); },
+                   6});
+  cases.push_back({"linear/bias",
+                   {{{2, 3, 16}, any}, {{9, 16}, any}, {{9}, any}},
+                   [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
+                   16});
+  cases.push_back({"linear/no_bias",
+                   {{{13, 31}, any}, {{5, 31}, any}},
+                   [](const V& v) { return ops::linear(v[0], v[1]); },
+                   31});
+  cases.push_back({"linear/f32_out",
+                   {{{6, 8}, any}, {{4, 8}, any}, {{4}, any}},
                    [](const V& v) {
                      const DType wide = v[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
                      return ops::linear(v[0], v[1], v[2], wide).to(v[0].dtype());
-                   }, 8});
+                   },
+                   8});
 
-  cases.push_back({"softmax/last", {{{4, 11}, any}}, [](const V& v) { return ops::softmax(v[0]); }, 11});
-  cases.push_back({"softmax/dim0", {{{6, 3, 2}, any}}, [](const V& v) { return ops::softmax(v[0], 0); }, 6});
-  cases.push_back({"log_softmax/last", {{{4, 11}, any}}, [](const V& v) { return ops::log_softmax(v[0]); }, 11});
-  cases.push_back({"log_softmax/dim1", {{{2, 5, 3}, any}}, [](const V& v) { return ops::log_softmax(v[0], 1); }, 5});
+  cases.push_back(
+      {"softmax/last", {{{4, 11}, any}}, [](const V& v) { return ops::softmax(v[0]); }, 11});
+  cases.push_back(
+      {"softmax/dim0", {{{6, 3, 2}, any}}, [](const V& v) { return ops::softmax(v[0], 0); }, 6});
+  cases.push_back({"log_softmax/last",
+                   {{{4, 11}, any}},
+                   [](const V& v) { return ops::log_softmax(v[0]); },
+                   11});
+  cases.push_back({"log_softmax/dim1",
+                   {{{2, 5, 3}, any}},
+                   [](const V& v) { return ops::log_softmax(v[0], 1); },
+                   5});
 
   auto targets = [] { return from_values({2, 0, 4, 1, 4, 3}, {6}, DType::i64); };
-  cases.push_back({"cross_entropy", {{{6, 5}, any}},
-                   [targets](const V& v) { return ops::cross_entropy(v[0], targets()).to(v[0].dtype()); }, 30});
-  cases.push_back({"cross_entropy/smooth_ignore", {{{6, 5}, any}},
+  cases.push_back(
+      {"cross_entropy",
+       {{{6, 5}, any}},
+       [targets](const V& v) { return ops::cross_entropy(v[0], targets()).to(v[0].dtype()); },
+       30});
+  cases.push_back({"cross_entropy/smooth_ignore",
+                   {{{6, 5}, any}},
                    [](const V& v) {
                      ops::CrossEntropyOptions o;
                      o.label_smoothing = 0.1;
                      o.ignore_index = 3;
                      const Tensor t = from_values({2, 3, 4, 1, 3, 0}, {6}, DType::i64);
                      return ops::cross_entropy(v[0], t, o).to(v[0].dtype());
-                   }, 30});
-  cases.push_back({"mse_loss", {{{4, 7}, any}, {{4, 7}, any}},
-                   [](const V& v) { return ops::mse_loss(v[0], v[1]).to(v[0].dtype()); }, 28});
+                   },
+                   30});
+  cases.push_back({"mse_loss",
+                   {{{4, 7}, any}, {{4, 7}, any}},
+                   [](const V& v) { return ops::mse_loss(v[0], v[1]).to(v[0].dtype()); },
+                   28});
 
-  cases.push_back({"transpose", {{{3, 4, 5}, any}}, [](const V& v) { return ops::transpose(v[0], 0, 2); }});
-  cases.push_back({"permute", {{{2, 3, 4, 5}, any}}, [](const V& v) { return ops::permute(v[0], {3, 1, 0, 2}); }});
-  cases.push_back({"reshape_slice", {{{6, 4}, any}},
-                   [](const V& v) { return ops::mul(v[0].reshape({3, 8}).slice(1, 3), v[0].reshape({3, 8}).slice(0, 2)); }});
+  cases.push_back(
+      {"transpose", {{{3, 4, 5}, any}}, [](const V& v) { return ops::transpose(v[0], 0, 2); }});
+  cases.push_back({"permute", {{{2, 3, 4, 5}, any}}, [](const V& v) {
+                     return ops::permute(v[0], {3, 1, 0, 2});
+                   }});
+  cases.push_back(
+      {"reshape_slice", {{{6, 4}, any}}, [](const V& v) {
+         return ops::mul(v[0].reshape({3, 8}).slice(1, 3), v[0].reshape({3, 8}).slice(0, 2));
+       }});
   return cases;
 }
 
