@@ -27,6 +27,8 @@ enum class OpKind : uint16_t {
   softmax, log_softmax, cross_entropy, mse_loss,
   // layout
   transpose, permute,
+  // normalization
+  layer_norm, batch_norm,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 // clang-format on

@@ -35,6 +35,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::mse_loss, "mse_loss", fp32_compute, true},
     {OpKind::transpose, "transpose", keep, false},
     {OpKind::permute, "permute", keep, false},
+    // Normalizations compute their statistics in fp32 inside whatever the input dtype, and
+    // return the input's dtype: the next op consumes the activation in the compute dtype.
+    {OpKind::layer_norm, "layer_norm", fp32_compute, false},
+    {OpKind::batch_norm, "batch_norm", fp32_compute, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 
