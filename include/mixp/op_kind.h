@@ -13,6 +13,8 @@
 
 namespace mixp {
 
+// One line per group of ops.
+// clang-format off
 enum class OpKind : uint16_t {
   // elementwise
   add,
@@ -61,8 +63,12 @@ enum class OpKind : uint16_t {
   max_pool2d,
   avg_pool2d,
   adaptive_avg_pool2d,
+  // normalization
+  layer_norm,
+  batch_norm,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
+// clang-format on
 inline constexpr int kOpKindCount = int(OpKind::count);
 
 /// What autocast does with an op's floating inputs (mixp/amp, from the mixed-precision issue).

@@ -112,6 +112,25 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t s
 /// PyTorch, columns likewise. out_h and out_w may exceed H and W. fp32 compute; x's dtype.
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
 
+// ---- normalization: statistics and math in fp32 (f64 for f64); the result has x's dtype ----
+/// (x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased
+/// variance of each row. x [..., C]; weight and bias [C], of any floating dtype (their
+/// gradients come back in it), or undefined tensors for no scale and no shift.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+/// (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] per channel c of x [N, C, ...]
+/// (NCHW, or [N, C]), the statistics taken over N and the spatial dimensions. weight and bias
+/// are [C] or undefined, as for layer_norm. running_mean and running_var are f32 [C], or both
+/// undefined when not tracked.
+/// training: normalizes with the batch mean and biased variance and, when tracked, updates the
+///   running stats in place (not recorded by autograd), as PyTorch does:
+///   running = (1 - momentum) running + momentum batch, with the unbiased variance for
+///   running_var. Needs more than one value per channel.
+/// evaluation (training false): normalizes with the running stats, which must be given.
+/// Example: Tensor rm = zeros({16}), rv = ones({16});
+///          Tensor y = ops::batch_norm(x, gamma, beta, rm, rv, /*training=*/true);
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+
 // ---- layout (copies; reshape and slice are views, on Tensor) ----
 Tensor transpose(const Tensor& x, int dim0, int dim1);
 Tensor permute(const Tensor& x, std::vector<int> order);

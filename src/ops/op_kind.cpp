@@ -45,6 +45,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::max_pool2d, "max_pool2d", keep, false},
     {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false},
     {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false},
+    // Normalizations compute their statistics in fp32 inside whatever the input dtype, and
+    // return the input's dtype: the next op consumes the activation in the compute dtype.
+    {OpKind::layer_norm, "layer_norm", fp32_compute, false},
+    {OpKind::batch_norm, "batch_norm", fp32_compute, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

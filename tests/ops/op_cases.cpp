@@ -138,6 +138,85 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::mse_loss(v[0], v[1]).to(v[0].dtype()); },
                    28});
 
+  // layer_norm: each output sums over its row (C terms), dweight and dbias over the rows.
+  cases.push_back({"layer_norm/affine",
+                   {{{4, 7}, any}, {{7}, any}, {{7}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], v[1], v[2]); },
+                   7});
+  cases.push_back({"layer_norm/affine_3d",
+                   {{{2, 3, 16}, any}, {{16}, any}, {{16}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], v[1], v[2]); },
+                   16});
+  cases.push_back({"layer_norm/plain",
+                   {{{4, 7}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], Tensor(), Tensor()); },
+                   7});
+  cases.push_back({"layer_norm/plain_3d",
+                   {{{2, 3, 16}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], Tensor(), Tensor(), 1e-3); },
+                   16});
+  cases.push_back({"layer_norm/weight_only",
+                   {{{5, 9}, any}, {{9}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], v[1], Tensor()); },
+                   9});
+
+  cases.push_back({"layer_norm/chunks",
+                   {{{700, 16}, any}, {{16}, any}, {{16}, any}},
+                   [](const V& v) { return ops::layer_norm(v[0], v[1], v[2]); },
+                   700,
+                   false});
+  // batch_norm: the running stats are made afresh in every call, so that repeated evaluations
+  // (the gradient check's) see the same values; each channel sums over N * H * W values.
+  auto batch_norm = [](const V& v, bool training, bool affine) {
+    const int64_t c = v[0].size(1);
+    std::vector<double> mean, var;
+    for (int64_t i = 0; i < c; ++i) {
+      mean.push_back(0.25 * double(i) - 0.3);
+      var.push_back(0.5 + 0.75 * double(i));
+    }
+    Tensor running_mean = from_values(mean, {c}), running_var = from_values(var, {c});
+    return ops::batch_norm(v[0], affine ? v[1] : Tensor(), affine ? v[2] : Tensor(), running_mean,
+                           running_var, training, 0.1, 1e-5);
+  };
+  cases.push_back({"batch_norm/train_2d",
+                   {{{8, 3}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, true, true); },
+                   8});
+  cases.push_back({"batch_norm/train_nchw",
+                   {{{4, 3, 5, 5}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, true, true); },
+                   100});
+  cases.push_back({"batch_norm/train_plain_ncl",
+                   {{{3, 4, 6}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, true, false); },
+                   18});
+  cases.push_back({"batch_norm/train_untracked",
+                   {{{6, 2, 3, 2}, any}, {{2}, any}, {{2}, any}},
+                   [](const V& v) {
+                     Tensor none;
+                     return ops::batch_norm(v[0], v[1], v[2], none, none, true);
+                   },
+                   36});
+  // Several parallel chunks, whose partial sums are added in chunk order.
+  cases.push_back({"batch_norm/train_chunks_nchw",
+                   {{{2, 3, 64, 64}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, true, true); },
+                   8192,
+                   false});
+  cases.push_back({"batch_norm/train_chunks_2d",
+                   {{{9000, 4}, any}, {{4}, any}, {{4}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, true, true); },
+                   9000,
+                   false});
+  cases.push_back({"batch_norm/eval_2d",
+                   {{{8, 3}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, false, true); },
+                   8});
+  cases.push_back({"batch_norm/eval_nchw",
+                   {{{4, 3, 5, 5}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm](const V& v) { return batch_norm(v, false, true); },
+                   100});
+
   cases.push_back(
       {"transpose", {{{3, 4, 5}, any}}, [](const V& v) { return ops::transpose(v[0], 0, 2); }});
   cases.push_back({"permute", {{{2, 3, 4, 5}, any}}, [](const V& v) {

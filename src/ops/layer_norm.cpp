@@ -1,0 +1,268 @@
+// layer_norm: y = (x - mean) * rstd * weight + bias over the last dimension, with mean and the
+// biased variance of each row and rstd = 1 / sqrt(var + eps), computed in fp32 (f64 for f64
+// inputs); the result has x's dtype, rounded once.
+// Shape contract: x [..., C] with C >= 1; weight and bias [C] (any floating dtype each) or
+// undefined (no scale, no shift); the result has x's shape and dtype.
+// Backward, with xhat = (x - mean) * rstd and gw = g * weight (g without weight):
+//   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row,
+//   dweight = sum over rows of g * xhat, dbias = sum over rows of g, accumulated in fp32 (f64
+//   for f64) and returned in the weight's and the bias's dtype.
+// Saved: x in its dtype, and the per-row mean and rstd in fp32 (f64 for f64).
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace mixp::ops {
+namespace {
+
+/// The per-row statistics' dtype: fp32, f64 for f64 inputs.
+DType stats_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+
+/// The elements of a weight or bias as Acc, or an empty vector when `t` is undefined.
+template <typename Acc>
+std::vector<Acc> load_affine(const Tensor& t) {
+  std::vector<Acc> out;
+  if (!t.defined()) return out;
+  out.resize(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
+  return out;
+}
+
+/// A [C] tensor of `dtype` holding `values`, each rounded once.
+template <typename Acc>
+Tensor store_affine(const std::vector<Acc>& values, DType dtype) {
+  Tensor t = empty({int64_t(values.size())}, dtype);
+  for (size_t i = 0; i < values.size(); ++i)
+    store_element(t.raw_data(), dtype, int64_t(i), double(values[i]));
+  return t;
+}
+
+struct Rows {
+  int64_t rows, n;  // x viewed as [rows, n]
+};
+
+template <typename T>
+void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
+                  const std::vector<kernels::Compute<T>>& b, double eps, T* y,
+                  kernels::Compute<T>* mean, kernels::Compute<T>* rstd) {
+  using C = kernels::Compute<T>;
+  const int64_t n = r.n;
+  const int64_t grain = std::max<int64_t>(1, 4 * kernels::kBlock / n);
+  kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
+    std::vector<C> v(static_cast<size_t>(n));
+    for (int64_t row = begin; row < end; ++row) {
+      kernels::widen(x + row * n, n, v.data());
+      const C m = kernels::blocked_sum<C>(v.data(), n) / C(n);
+      C sq = 0;
+      for (int64_t j = 0; j < n; ++j) sq += (v[size_t(j)] - m) * (v[size_t(j)] - m);
+      const C rs = C(1) / std::sqrt(sq / C(n) + C(eps));
+      for (int64_t j = 0; j < n; ++j) {
+        C out = (v[size_t(j)] - m) * rs;
+        if (!w.empty()) out *= w[size_t(j)];
+        if (!b.empty()) out += b[size_t(j)];
+        v[size_t(j)] = out;
+      }
+      kernels::narrow(v.data(), n, y + row * n);
+      mean[row] = m;
+      rstd[row] = rs;
+    }
+  });
+}
+
+template <typename T>
+void forward_reference(const T* x, Rows r, const std::vector<double>& w,
+                       const std::vector<double>& b, double eps, T* y, kernels::Compute<T>* mean,
+                       kernels::Compute<T>* rstd) {
+  using C = kernels::Compute<T>;
+  const int64_t n = r.n;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const T* xr = x + row * n;
+    double m = 0;
+    for (int64_t j = 0; j < n; ++j) m += kernels::to_double(xr[j]);
+    m /= double(n);
+    double sq = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double d = kernels::to_double(xr[j]) - m;
+      sq += d * d;
+    }
+    const double rs = 1.0 / std::sqrt(sq / double(n) + eps);
+    for (int64_t j = 0; j < n; ++j) {
+      double out = (kernels::to_double(xr[j]) - m) * rs;
+      if (!w.empty()) out *= w[size_t(j)];
+      if (!b.empty()) out += b[size_t(j)];
+      y[row * n + j] = kernels::from_double<T>(out);
+    }
+    mean[row] = C(m);
+    rstd[row] = C(rs);
+  }
+}
+
+/// The gradients one backward produces; dx is null when x needs none.
+template <typename T, typename Acc>
+struct Grads {
+  T* dx;
+  std::vector<Acc>& dweight;  // sum of g * xhat over rows, [n]
+  std::vector<Acc>& dbias;    // sum of g over rows, [n]
+};
+
+template <typename T>
+void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
+                   const kernels::Compute<T>* rstd, Rows r,
+                   const std::vector<kernels::Compute<T>>& w, Grads<T, kernels::Compute<T>> out) {
+  using C = kernels::Compute<T>;
+  const int64_t n = r.n;
+  // Fixed chunks of rows, each with its own dweight/dbias partials, added in chunk order: the
+  // result does not depend on the thread count.
+  const int64_t grain = std::max((r.rows + 63) / 64, std::max<int64_t>(1, 4 * kernels::kBlock / n));
+  const int64_t chunks = (r.rows + grain - 1) / grain;
+  std::vector<C> part_w(static_cast<size_t>(chunks * n), C(0)),
+      part_b(static_cast<size_t>(chunks * n), C(0));
+  kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
+    C* pw = part_w.data() + (begin / grain) * n;
+    C* pb = part_b.data() + (begin / grain) * n;
+    std::vector<C> xv(static_cast<size_t>(n)), gv(static_cast<size_t>(n));
+    for (int64_t row = begin; row < end; ++row) {
+      kernels::widen(x + row * n, n, xv.data());
+      kernels::widen(g + row * n, n, gv.data());
+      const C m = mean[row], rs = rstd[row];
+      C sum_gw = 0, sum_gwx = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const C xh = (xv[size_t(j)] - m) * rs, gj = gv[size_t(j)];
+        const C gw = w.empty() ? gj : gj * w[size_t(j)];
+        sum_gw += gw;
+        sum_gwx += gw * xh;
+        pw[j] += gj * xh;
+        pb[j] += gj;
+      }
+      if (!out.dx) continue;
+      const C mean_gw = sum_gw / C(n), mean_gwx = sum_gwx / C(n);
+      for (int64_t j = 0; j < n; ++j) {
+        const C xh = (xv[size_t(j)] - m) * rs;
+        const C gw = w.empty() ? gv[size_t(j)] : gv[size_t(j)] * w[size_t(j)];
+        xv[size_t(j)] = rs * (gw - mean_gw - xh * mean_gwx);
+      }
+      kernels::narrow(xv.data(), n, out.dx + row * n);
+    }
+  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t j = 0; j < n; ++j) {
+      out.dweight[size_t(j)] += part_w[size_t(c * n + j)];
+      out.dbias[size_t(j)] += part_b[size_t(c * n + j)];
+    }
+  }
+}
+
+template <typename T>
+void backward_reference(const T* x, const T* g, const kernels::Compute<T>* mean,
+                        const kernels::Compute<T>* rstd, Rows r, const std::vector<double>& w,
+                        Grads<T, double> out) {
+  const int64_t n = r.n;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const T* xr = x + row * n;
+    const T* gr = g + row * n;
+    const double m = double(mean[row]), rs = double(rstd[row]);
+    double sum_gw = 0, sum_gwx = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double xh = (kernels::to_double(xr[j]) - m) * rs, gj = kernels::to_double(gr[j]);
+      const double gw = w.empty() ? gj : gj * w[size_t(j)];
+      sum_gw += gw;
+      sum_gwx += gw * xh;
+      out.dweight[size_t(j)] += gj * xh;
+      out.dbias[size_t(j)] += gj;
+    }
+    if (!out.dx) continue;
+    const double mean_gw = sum_gw / double(n), mean_gwx = sum_gwx / double(n);
+    for (int64_t j = 0; j < n; ++j) {
+      const double xh = (kernels::to_double(xr[j]) - m) * rs, gj = kernels::to_double(gr[j]);
+      const double gw = w.empty() ? gj : gj * w[size_t(j)];
+      out.dx[row * n + j] = kernels::from_double<T>(rs * (gw - mean_gw - xh * mean_gwx));
+    }
+  }
+}
+
+struct LayerNormBackward : autograd::Node {
+  autograd::SavedTensor x, weight, mean, rstd;
+  DType weight_dtype = DType::f32, bias_dtype = DType::f32;
+  bool has_bias = false;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get();
+    const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
+    const Rows r{xv.numel() / xv.size(-1), xv.size(-1)};
+    const bool want_dx = next[0].node != nullptr;
+    const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
+    Tensor dx = want_dx ? detail::empty_like(xv) : Tensor(), dw, db;
+    visit_floating(xv.dtype(), name, [&]<typename T>() {
+      using C = kernels::Compute<T>;
+      T* dx_data = want_dx ? dx.data<T>() : nullptr;
+      if (reference_mode()) {
+        std::vector<double> sum_w(static_cast<size_t>(r.n), 0.0),
+            sum_b(static_cast<size_t>(r.n), 0.0);
+        backward_reference<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
+                              load_affine<double>(wv), {dx_data, sum_w, sum_b});
+        if (want_dw) dw = store_affine(sum_w, weight_dtype);
+        if (want_db) db = store_affine(sum_b, bias_dtype);
+      } else {
+        std::vector<C> sum_w(static_cast<size_t>(r.n), C(0)), sum_b(static_cast<size_t>(r.n), C(0));
+        backward_fast<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
+                         load_affine<C>(wv), {dx_data, sum_w, sum_b});
+        if (want_dw) dw = store_affine(sum_w, weight_dtype);
+        if (want_db) db = store_affine(sum_b, bias_dtype);
+      }
+    });
+    return {dx, dw, db};
+  }
+  void release() override {
+    x.reset();
+    weight.reset();
+    mean.reset();
+    rstd.reset();
+  }
+};
+
+void check_affine(const Tensor& x, const Tensor& t, const char* what) {
+  if (!t.defined()) return;
+  detail::check_floating("layer_norm", t, what);
+  MIXP_CHECK(t.ndim() == 1 && t.size(0) == x.size(-1), "layer_norm: the ", what, " must be [",
+             x.size(-1), "] for input ", x.shape().to_string(), ", got ", t.shape().to_string());
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  detail::check_floating("layer_norm", x);
+  MIXP_CHECK(x.ndim() >= 1 && x.size(-1) >= 1,
+             "layer_norm: the input must be [..., C] with C >= 1, got ", x.shape().to_string());
+  MIXP_CHECK(std::isfinite(eps) && eps >= 0,
+             "layer_norm: eps must be finite and non-negative, got ", eps);
+  check_affine(x, weight, "weight");
+  check_affine(x, bias, "bias");
+  const Rows r{x.numel() / x.size(-1), x.size(-1)};
+  std::vector<int64_t> row_dims(x.shape().dims().begin(), x.shape().dims().end() - 1);
+  Tensor y = detail::empty_like(x);
+  Tensor mean = empty(Shape(row_dims), stats_dtype(x.dtype()));
+  Tensor rstd = empty(Shape(row_dims), stats_dtype(x.dtype()));
+  visit_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = kernels::Compute<T>;
+    if (reference_mode()) {
+      forward_reference<T>(x.data<T>(), r, load_affine<double>(weight), load_affine<double>(bias),
+                           eps, y.data<T>(), mean.data<C>(), rstd.data<C>());
+    } else {
+      forward_fast<T>(x.data<T>(), r, load_affine<C>(weight), load_affine<C>(bias), eps,
+                      y.data<T>(), mean.data<C>(), rstd.data<C>());
+    }
+  });
+  if (auto node = autograd::make_node<LayerNormBackward>("layer_norm", {&x, &weight, &bias})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    node->mean = autograd::SavedTensor(mean);
+    node->rstd = autograd::SavedTensor(rstd);
+    if (weight.defined()) node->weight_dtype = weight.dtype();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    node->has_bias = bias.defined();
+    autograd::set_history(y, node);
+  }
+  return y;
+}
+
+}  // namespace mixp::ops
