@@ -114,7 +114,7 @@ void convert_range(const void* src, DType s, void* dst, DType d, size_t begin, s
 void convert_elements(const Tensor& src, Tensor& dst) {
   MIXP_CHECK(src.numel() == dst.numel(), "convert: ", src.numel(), " elements into ", dst.numel());
   if (src.dtype() == dst.dtype()) {
-    std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
+    if (src.nbytes() > 0) std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
     return;
   }
   if (has_bulk_kernel(src.dtype(), dst.dtype())) {

@@ -218,7 +218,7 @@ void Tensor::copy_(const Tensor& src) {
   MIXP_CHECK(src.shape() == shape(), "copy_: source shape ", src.shape().to_string(),
              " differs from destination shape ", shape().to_string());
   if (src.dtype() == dtype()) {
-    std::memmove(raw_data(), src.raw_data(), nbytes());
+    if (nbytes() > 0) std::memmove(raw_data(), src.raw_data(), nbytes());
   } else {
     convert_elements(src, *this);
   }
