@@ -67,9 +67,11 @@ Tensor gpt_loss(const std::map<std::string, Tensor>& p, const StepBenchOptions& 
     };
     const Tensor y = ops::scaled_dot_product_attention(heads(0), heads(c), heads(2 * c), true);
     const Tensor merged = ops::permute(y, {0, 2, 1, 3}).reshape({b, t, c});
-    x = ops::add(x, ops::linear(merged, p.at(h + "attn.c_proj.weight"), p.at(h + "attn.c_proj.bias")));
+    x = ops::add(x,
+                 ops::linear(merged, p.at(h + "attn.c_proj.weight"), p.at(h + "attn.c_proj.bias")));
     const Tensor m = ops::layer_norm(x, p.at(h + "ln_2.weight"), p.at(h + "ln_2.bias"));
-    const Tensor f = ops::gelu_tanh(ops::linear(m, p.at(h + "mlp.c_fc.weight"), p.at(h + "mlp.c_fc.bias")));
+    const Tensor f =
+        ops::gelu_tanh(ops::linear(m, p.at(h + "mlp.c_fc.weight"), p.at(h + "mlp.c_fc.bias")));
     x = ops::add(x, ops::linear(f, p.at(h + "mlp.c_proj.weight"), p.at(h + "mlp.c_proj.bias")));
   }
   x = ops::layer_norm(x, p.at("transformer.ln_f.weight"), p.at("transformer.ln_f.bias"));
@@ -114,9 +116,10 @@ int run_step(const StepBenchOptions& o, std::FILE* out) {
   std::fprintf(out,
                "mixp bench step: gpt, %d layers, %d heads, width %lld, context %lld, batch %lld, "
                "vocab %lld (%.2fM parameters), %s, %d threads\n",
-               o.layers, o.heads, static_cast<long long>(o.width), static_cast<long long>(o.context),
-               static_cast<long long>(o.batch), static_cast<long long>(o.vocab), double(count) / 1e6,
-               name_of(o.dtype), num_threads());
+               o.layers, o.heads, static_cast<long long>(o.width),
+               static_cast<long long>(o.context), static_cast<long long>(o.batch),
+               static_cast<long long>(o.vocab), double(count) / 1e6, name_of(o.dtype),
+               num_threads());
   std::fprintf(out, "forward + backward: median %.1f ms per step over %d steps (loss %.4f)\n\n",
                ms[ms.size() / 2], o.steps, loss);
   std::fprintf(out, "%s", memory::report(memory::stats()).c_str());

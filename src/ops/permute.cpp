@@ -14,21 +14,32 @@ Tensor permute_copy(const Tensor& x, const std::vector<int>& order) {
   for (int d = nd - 2; d >= 0; --d)
     in_strides[size_t(d)] = in_strides[size_t(d + 1)] * x.shape()[d + 1];
   for (int d = 0; d < nd; ++d) out_dims[size_t(d)] = x.shape()[order[size_t(d)]];
-  const Shape out_shape(out_dims);
-  Tensor out = empty(out_shape, x.dtype());
+  Tensor out = empty(Shape(out_dims), x.dtype());
+  // The trailing dimensions that stay in place are contiguous in both tensors: they move as
+  // one block of `run` elements.
+  int kept = nd;
+  int64_t run = 1;
+  while (kept > 0 && order[size_t(kept - 1)] == kept - 1) {
+    --kept;
+    run *= x.shape()[kept];
+  }
   const size_t size = size_t(size_of(x.dtype()));
+  const size_t run_bytes = size_t(run) * size;
+  const int64_t blocks = run == 0 ? 0 : out.numel() / run;
   const char* src = static_cast<const char*>(x.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
-  kernels::parallel_for(out.numel(), 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      int64_t rest = i, offset = 0;
-      for (int d = nd - 1; d >= 0; --d) {
-        offset += (rest % out_dims[size_t(d)]) * in_strides[size_t(order[size_t(d)])];
-        rest /= out_dims[size_t(d)];
-      }
-      std::memcpy(dst + size_t(i) * size, src + size_t(offset) * size, size);
-    }
-  });
+  kernels::parallel_for(
+      blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(run, 1)),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b) {
+          int64_t rest = b, offset = 0;
+          for (int d = kept - 1; d >= 0; --d) {
+            offset += (rest % out_dims[size_t(d)]) * in_strides[size_t(order[size_t(d)])];
+            rest /= out_dims[size_t(d)];
+          }
+          std::memcpy(dst + size_t(b) * run_bytes, src + size_t(offset) * size, run_bytes);
+        }
+      });
   return out;
 }
 

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "mixp/convert.h"
 #include "kernels/cpu/parallel.h"
+#include "mixp/convert.h"
 #include "mixp/format.h"
 #include "tensor/tensor_impl.h"
 
@@ -96,7 +96,9 @@ void convert_range(const void* src, DType s, void* dst, DType d, size_t begin, s
   } else {
     const std::span<float> out(static_cast<float*>(dst) + begin, n);
     switch (s) {
-      case DType::bf16: convert(std::span(static_cast<const bfloat16*>(src) + begin, n), out); return;
+      case DType::bf16:
+        convert(std::span(static_cast<const bfloat16*>(src) + begin, n), out);
+        return;
       case DType::f16: convert(std::span(static_cast<const float16*>(src) + begin, n), out); return;
       case DType::e4m3:
         convert(std::span(static_cast<const float8_e4m3*>(src) + begin, n), out, 1.0f);

@@ -19,9 +19,10 @@ TEST(Runtime, OpenMPWorkersSpinOnlyBriefly) {
     EXPECT_EQ(std::string(spin), "10000");
   }
   // What libgomp itself parsed: it prints its settings with OMP_DISPLAY_ENV, so run a child.
-  const std::string command = std::string("OMP_DISPLAY_ENV=verbose '") + MIXP_KERNELS_TEST_PATH +
-                              "' --gtest_filter=Runtime.ThreadCountIsChecked 2>&1 | grep -q \"GOMP_SPINCOUNT = '" +
-                              spin + "'\"";
+  const std::string command =
+      std::string("OMP_DISPLAY_ENV=verbose '") + MIXP_KERNELS_TEST_PATH +
+      "' --gtest_filter=Runtime.ThreadCountIsChecked 2>&1 | grep -q \"GOMP_SPINCOUNT = '" + spin +
+      "'\"";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }
 

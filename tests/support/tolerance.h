@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "mixp/dtype.h"

@@ -60,6 +60,19 @@ int main_checked(int argc, char** argv) {
   bench_matmul_cmd->add_option("--n", bench_matmul.n, "columns of B (default 3072)");
   bench_matmul_cmd->add_option("--reps", bench_matmul.reps, "timed runs (default 10)");
 
+  mixp::bench::StepBenchOptions bench_step;
+  std::string bench_step_dtype = "f32";
+  CLI::App* bench_step_cmd = bench_cmd->add_subcommand(
+      "step", "forward and backward of a training step: ms per step and peak memory by tag");
+  bench_step_cmd->add_option("--model", bench_step.model, "gpt (default)");
+  bench_step_cmd->add_option("--dtype", bench_step_dtype, "f32 or bf16 (default f32)");
+  bench_step_cmd->add_option("--layers", bench_step.layers, "default 6");
+  bench_step_cmd->add_option("--heads", bench_step.heads, "default 6");
+  bench_step_cmd->add_option("--width", bench_step.width, "default 384");
+  bench_step_cmd->add_option("--context", bench_step.context, "default 256");
+  bench_step_cmd->add_option("--batch", bench_step.batch, "default 16");
+  bench_step_cmd->add_option("--steps", bench_step.steps, "timed steps (default 3)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -81,6 +94,10 @@ int main_checked(int argc, char** argv) {
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
+  if (*bench_step_cmd) {
+    bench_step.dtype = mixp::parse_dtype(bench_step_dtype);
+    return mixp::bench::run_step(bench_step, stdout);
+  }
   if (*bench_matmul_cmd) {
     bench_matmul.dtype = mixp::parse_dtype(bench_matmul_dtype);
     return mixp::bench::run_matmul(bench_matmul, stdout);
