@@ -161,6 +161,9 @@ Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
             MemoryTag tag = MemoryTag::activation);
 /// 0, 1, ..., n - 1.
 Tensor arange(int64_t n, DType dtype = DType::f32);
+/// A copy of shape.numel() elements of `dtype` read from `data` (raw, as the dtype stores them).
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype,
+                   MemoryTag tag = MemoryTag::activation);
 /// A copy of `values` (rounded to `dtype`) with the given shape.
 Tensor from_values(std::span<const double> values, const Shape& shape, DType dtype = DType::f32,
                    MemoryTag tag = MemoryTag::activation);

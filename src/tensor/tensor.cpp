@@ -344,6 +344,14 @@ Tensor arange(int64_t n, DType dtype) {
   return t;
 }
 
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, MemoryTag tag) {
+  Tensor t = empty(shape, dtype, tag);
+  MIXP_CHECK(data != nullptr || t.nbytes() == 0, "from_buffer: no data for shape ",
+             shape.to_string());
+  if (t.nbytes() > 0) std::memcpy(t.raw_data(), data, t.nbytes());
+  return t;
+}
+
 Tensor from_values(std::span<const double> values, const Shape& shape, DType dtype, MemoryTag tag) {
   MIXP_CHECK(int64_t(values.size()) == shape.numel(), "from_values: ", values.size(),
              " values do not fill shape ", shape.to_string(), " (", shape.numel(), " elements)");

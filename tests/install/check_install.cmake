@@ -22,6 +22,7 @@ run(${CMAKE_COMMAND} -S ${MIXP_EXAMPLES_DIR} -B ${MIXP_WORK_DIR}/build
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${MIXP_BUILD_TYPE})
 run(${CMAKE_COMMAND} --build ${MIXP_WORK_DIR}/build -j 2)
 set(ENV{OMP_DISPLAY_ENV} verbose)
+unset(ENV{GOMP_SPINCOUNT})
 run(${MIXP_WORK_DIR}/build/formats_example)
 unset(ENV{OMP_DISPLAY_ENV})
 message(STATUS "formats_example printed:\n${last_output}")

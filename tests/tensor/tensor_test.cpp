@@ -26,6 +26,15 @@ TEST(Tensor, CreationShapesAndValues) {
   EXPECT_THROW(Shape({2, -1}), Error);
 }
 
+TEST(Tensor, FromBufferCopiesTheStoredBits) {
+  const bfloat16 raw[3] = {bfloat16(1.5f), bfloat16(-2.0f), bfloat16::from_bits(0x7f80)};
+  const Tensor t = from_buffer(raw, {3}, DType::bf16);
+  EXPECT_EQ(t.data<bfloat16>()[2].bits, 0x7f80);
+  EXPECT_EQ(t.to_vector()[0], 1.5);
+  EXPECT_EQ(t.to_vector()[1], -2.0);
+  EXPECT_THROW(from_buffer(nullptr, {2}, DType::f32), Error);
+}
+
 TEST(Tensor, LowPrecisionTensorsTakeTheirBytes) {
   memory::reset_peaks();
   const int64_t before = memory::stats().current(DType::bf16);
