@@ -1,0 +1,28 @@
+#include "mixp/optim/optimizer.h"
+
+#include <cmath>
+
+#include "mixp/error.h"
+
+namespace mixp::optim {
+
+Optimizer::Optimizer(std::vector<Tensor> parameters) : parameters_(std::move(parameters)) {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Tensor& p = parameters_[i];
+    MIXP_CHECK(p.defined(), "optimizer: parameter ", i, " is undefined");
+    MIXP_CHECK(p.is_leaf() && p.requires_grad(), "optimizer: parameter ", i, " (shape ",
+               p.shape().to_string(), ") is not a leaf that requires grad");
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : parameters_) p.set_grad(Tensor());
+}
+
+void Optimizer::set_learning_rate(double lr) {
+  MIXP_CHECK(std::isfinite(lr) && lr >= 0.0, "optimizer: the learning rate must be finite and "
+             "non-negative, got ", lr);
+  learning_rate_ = lr;
+}
+
+}  // namespace mixp::optim
