@@ -21,26 +21,6 @@
 namespace mixp::ops {
 namespace {
 
-DType stats_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
-
-template <typename Acc>
-std::vector<Acc> load_values(const Tensor& t) {
-  std::vector<Acc> out;
-  if (!t.defined()) return out;
-  out.resize(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
-  return out;
-}
-
-template <typename Acc>
-Tensor store_values(const std::vector<Acc>& values, DType dtype) {
-  Tensor t = empty({int64_t(values.size())}, dtype);
-  for (size_t i = 0; i < values.size(); ++i)
-    store_element(t.raw_data(), dtype, int64_t(i), double(values[i]));
-  return t;
-}
-
 /// x viewed as [n, c, s]: "units" are the n * c contiguous runs of s values, unit u belongs to
 /// channel u % c.
 struct Geometry {
@@ -297,8 +277,8 @@ struct BatchNormBackward : autograd::Node {
           sum_g[c] = sums[2 * c];
           sum_gx[c] = sums[2 * c + 1];
         }
-        if (want_dw) dw = store_values(sum_gx, weight_dtype);
-        if (want_db) db = store_values(sum_g, bias_dtype);
+        if (want_dw) dw = detail::tensor_from(sum_gx, weight_dtype);
+        if (want_db) db = detail::tensor_from(sum_g, bias_dtype);
       };
       const T* xd = xv.data<T>();
       const T* gd = g.data<T>();
@@ -306,16 +286,16 @@ struct BatchNormBackward : autograd::Node {
         std::vector<double> sums(static_cast<size_t>(2 * geo.c), 0.0);
         if (need_sums) sums = grad_sums_reference<T>(xd, gd, geo, mv.data<C>(), rv.data<C>());
         if (want_dx) {
-          grad_input_reference<T>(xd, gd, geo, mv.data<C>(), rv.data<C>(), load_values<double>(wv),
-                                  sums, training, dx.data<T>());
+          grad_input_reference<T>(xd, gd, geo, mv.data<C>(), rv.data<C>(),
+                                  detail::values_as<double>(wv), sums, training, dx.data<T>());
         }
         finish(sums);
       } else {
         std::vector<C> sums(static_cast<size_t>(2 * geo.c), C(0));
         if (need_sums) sums = grad_sums_fast<T>(xd, gd, geo, mv.data<C>(), rv.data<C>());
         if (want_dx) {
-          grad_input_fast<T>(xd, gd, geo, mv.data<C>(), rv.data<C>(), load_values<C>(wv), sums,
-                             training, dx.data<T>());
+          grad_input_fast<T>(xd, gd, geo, mv.data<C>(), rv.data<C>(), detail::values_as<C>(wv),
+                             sums, training, dx.data<T>());
         }
         finish(sums);
       }
@@ -350,11 +330,11 @@ void check_running(const Tensor& x, const Tensor& t, const char* what) {
 template <typename Acc>
 void update_running(Tensor& running, const std::vector<Acc>& batch, double momentum) {
   if (!running.defined()) return;
-  std::vector<Acc> updated = load_values<Acc>(running);
+  std::vector<Acc> updated = detail::values_as<Acc>(running);
   for (size_t c = 0; c < updated.size(); ++c) {
     updated[c] = (Acc(1) - Acc(momentum)) * updated[c] + Acc(momentum) * batch[c];
   }
-  running.copy_(store_values(updated, DType::f32));
+  running.copy_(detail::tensor_from(updated, DType::f32));
 }
 
 /// The statistics an evaluation normalizes with: the running mean, and rstd from the running
@@ -362,8 +342,8 @@ void update_running(Tensor& running, const std::vector<Acc>& batch, double momen
 template <typename Acc>
 Stats<Acc> running_stats(const Tensor& running_mean, const Tensor& running_var, double eps) {
   Stats<Acc> st;
-  st.mean = load_values<Acc>(running_mean);
-  st.rstd = load_values<Acc>(running_var);
+  st.mean = detail::values_as<Acc>(running_mean);
+  st.rstd = detail::values_as<Acc>(running_var);
   for (Acc& r : st.rstd) r = Acc(1) / std::sqrt(r + Acc(eps));
   return st;
 }
@@ -420,8 +400,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
                x.shape().to_string(), ")");
   }
   Tensor y = detail::empty_like(x);
-  Tensor mean = empty({geo.c}, stats_dtype(x.dtype()));
-  Tensor rstd = empty({geo.c}, stats_dtype(x.dtype()));
+  Tensor mean = empty({geo.c}, detail::accumulation_dtype(x.dtype()));
+  Tensor rstd = empty({geo.c}, detail::accumulation_dtype(x.dtype()));
   visit_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using C = kernels::Compute<T>;
     if (reference_mode()) {
@@ -432,8 +412,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
       } else {
         st = running_stats<double>(running_mean, running_var, eps);
       }
-      normalize_reference<T>(x.data<T>(), geo, st, load_values<double>(weight),
-                             load_values<double>(bias), y.data<T>());
+      normalize_reference<T>(x.data<T>(), geo, st, detail::values_as<double>(weight),
+                             detail::values_as<double>(bias), y.data<T>());
       save_stats<double, C>(st, mean, rstd);
     } else {
       Stats<C> st;
@@ -443,8 +423,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
       } else {
         st = running_stats<C>(running_mean, running_var, eps);
       }
-      normalize_fast<T>(x.data<T>(), geo, st, load_values<C>(weight), load_values<C>(bias),
-                        y.data<T>());
+      normalize_fast<T>(x.data<T>(), geo, st, detail::values_as<C>(weight),
+                        detail::values_as<C>(bias), y.data<T>());
       save_stats<C, C>(st, mean, rstd);
     }
   });

@@ -15,29 +15,6 @@
 namespace mixp::ops {
 namespace {
 
-/// The per-row statistics' dtype: fp32, f64 for f64 inputs.
-DType stats_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
-
-/// The elements of a weight or bias as Acc, or an empty vector when `t` is undefined.
-template <typename Acc>
-std::vector<Acc> load_affine(const Tensor& t) {
-  std::vector<Acc> out;
-  if (!t.defined()) return out;
-  out.resize(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
-  return out;
-}
-
-/// A [C] tensor of `dtype` holding `values`, each rounded once.
-template <typename Acc>
-Tensor store_affine(const std::vector<Acc>& values, DType dtype) {
-  Tensor t = empty({int64_t(values.size())}, dtype);
-  for (size_t i = 0; i < values.size(); ++i)
-    store_element(t.raw_data(), dtype, int64_t(i), double(values[i]));
-  return t;
-}
-
 struct Rows {
   int64_t rows, n;  // x viewed as [rows, n]
 };
@@ -199,15 +176,15 @@ struct LayerNormBackward : autograd::Node {
         std::vector<double> sum_w(static_cast<size_t>(r.n), 0.0),
             sum_b(static_cast<size_t>(r.n), 0.0);
         backward_reference<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
-                              load_affine<double>(wv), {dx_data, sum_w, sum_b});
-        if (want_dw) dw = store_affine(sum_w, weight_dtype);
-        if (want_db) db = store_affine(sum_b, bias_dtype);
+                              detail::values_as<double>(wv), {dx_data, sum_w, sum_b});
+        if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
+        if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       } else {
         std::vector<C> sum_w(static_cast<size_t>(r.n), C(0)), sum_b(static_cast<size_t>(r.n), C(0));
         backward_fast<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
-                         load_affine<C>(wv), {dx_data, sum_w, sum_b});
-        if (want_dw) dw = store_affine(sum_w, weight_dtype);
-        if (want_db) db = store_affine(sum_b, bias_dtype);
+                         detail::values_as<C>(wv), {dx_data, sum_w, sum_b});
+        if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
+        if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       }
     });
     return {dx, dw, db};
@@ -240,15 +217,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const Rows r{x.numel() / x.size(-1), x.size(-1)};
   std::vector<int64_t> row_dims(x.shape().dims().begin(), x.shape().dims().end() - 1);
   Tensor y = detail::empty_like(x);
-  Tensor mean = empty(Shape(row_dims), stats_dtype(x.dtype()));
-  Tensor rstd = empty(Shape(row_dims), stats_dtype(x.dtype()));
+  Tensor mean = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
+  Tensor rstd = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
   visit_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using C = kernels::Compute<T>;
     if (reference_mode()) {
-      forward_reference<T>(x.data<T>(), r, load_affine<double>(weight), load_affine<double>(bias),
-                           eps, y.data<T>(), mean.data<C>(), rstd.data<C>());
+      forward_reference<T>(x.data<T>(), r, detail::values_as<double>(weight),
+                           detail::values_as<double>(bias), eps, y.data<T>(), mean.data<C>(),
+                           rstd.data<C>());
     } else {
-      forward_fast<T>(x.data<T>(), r, load_affine<C>(weight), load_affine<C>(bias), eps,
+      forward_fast<T>(x.data<T>(), r, detail::values_as<C>(weight), detail::values_as<C>(bias), eps,
                       y.data<T>(), mean.data<C>(), rstd.data<C>());
     }
   });

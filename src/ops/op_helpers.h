@@ -25,8 +25,31 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 Tensor expand(const Tensor& t, const Shape& shape);
 /// Sums `g` down to `shape` (the inverse of broadcasting), accumulating in fp32.
 Tensor sum_to(const Tensor& g, const Shape& shape);
-/// The gradient dtype must be the tensor's: throws otherwise (a bug in an op's backward).
+/// A new tensor of t's shape and dtype.
 Tensor empty_like(const Tensor& t);
+
+/// The dtype statistics and accumulators are kept in: fp32, or f64 for f64 data.
+inline DType accumulation_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
+
+/// The elements of `t` (any dtype) as Acc, or an empty vector when `t` is undefined.
+template <typename Acc>
+std::vector<Acc> values_as(const Tensor& t) {
+  std::vector<Acc> out;
+  if (!t.defined()) return out;
+  out.resize(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
+  return out;
+}
+
+/// A 1-D tensor of `dtype` holding `values`, each rounded once.
+template <typename Acc>
+Tensor tensor_from(const std::vector<Acc>& values, DType dtype) {
+  Tensor t = empty({int64_t(values.size())}, dtype);
+  for (size_t i = 0; i < values.size(); ++i)
+    store_element(t.raw_data(), dtype, int64_t(i), double(values[i]));
+  return t;
+}
 /// Copies positions [src_start, src_start + length) of dimension `dim` of `src` to positions
 /// [dst_start, dst_start + length) of the same dimension of `dst`: a byte copy (any dtype, the
 /// same in both), in parallel. Every other dimension must have the same size in both.
