@@ -2,10 +2,11 @@
 // (tests/golden/make_fixtures.py; the layout is in tests/golden/README.md). Each case rebuilds its
 // inputs, runs the op on the fast path and on the reference path, backpropagates the recorded
 // upstream gradient, and compares the output and every input gradient with the one tolerance
-// function of the tests. Ops that mixp does not have yet are listed in pending_ops(): their cases
-// are skipped, and any other op without a runner fails, so a fixture cannot go unchecked.
+// function of the tests. An op in the fixtures without a runner here fails, so a fixture cannot
+// go unchecked. The GPT of transformer.json is composed from the ops at the end of the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,13 @@ Tensor tensor_from(const json& j) {
   const std::vector<int64_t> dims = j.at("shape").get<std::vector<int64_t>>();
   const std::vector<double> data = j.at("data").get<std::vector<double>>();
   return from_values(data, Shape(dims), dtype_named(j.at("dtype").get<std::string>()));
+}
+
+/// The fixture's values rounded to `dtype` (to nearest even).
+Tensor tensor_from(const json& j, DType dtype) {
+  const std::vector<int64_t> dims = j.at("shape").get<std::vector<int64_t>>();
+  const std::vector<double> data = j.at("data").get<std::vector<double>>();
+  return from_values(data, Shape(dims), dtype);
 }
 
 // ---- one runner per mixp op: named inputs and attributes in, outputs out ----------------------
@@ -143,26 +151,70 @@ const std::map<std::string, Runner>& runners() {
     t["permute"] = [](const Inputs& i, const json& a) {
       return std::vector{ops::permute(in(i, "x"), a.at("order").get<std::vector<int>>())};
     };
+    t["embedding"] = [](const Inputs& i, const json&) {
+      return std::vector{ops::embedding(in(i, "weight"), in(i, "indices"))};
+    };
+    t["cat"] = [](const Inputs& i, const json& a) {
+      // x0, x1, ... in order; the name is appended to, not built with operator+ (GCC 12 reports
+      // a false -Wrestrict on "x" + std::to_string(k)).
+      std::vector<Tensor> xs;
+      for (size_t k = 0;; ++k) {
+        std::string name = "x";
+        name += std::to_string(k);
+        if (i.count(name) == 0) break;
+        xs.push_back(in(i, name));
+      }
+      return std::vector{ops::cat(xs, a.at("dim").get<int>())};
+    };
+    t["split"] = [](const Inputs& i, const json& a) {
+      return ops::split(in(i, "x"), a.at("split_size").get<int64_t>(), a.at("dim").get<int>());
+    };
+    t["narrow"] = [](const Inputs& i, const json& a) {
+      return std::vector{ops::narrow(in(i, "x"), a.at("dim").get<int>(),
+                                     a.at("start").get<int64_t>(), a.at("length").get<int64_t>())};
+    };
+    t["layer_norm"] = [](const Inputs& i, const json& a) {
+      return std::vector{
+          ops::layer_norm(in(i, "x"), in(i, "weight"), in(i, "bias"), a.at("eps").get<double>())};
+    };
+    t["batch_norm"] = [](const Inputs& i, const json& a) {
+      // Handles to the inputs' storage: the op updates the running stats in place, and
+      // check_case compares them afterwards with the fixture's "after".
+      Tensor running_mean = in(i, "running_mean"), running_var = in(i, "running_var");
+      return std::vector{ops::batch_norm(
+          in(i, "x"), in(i, "weight"), in(i, "bias"), running_mean, running_var,
+          a.at("training").get<bool>(), a.at("momentum").get<double>(), a.at("eps").get<double>())};
+    };
+    t["conv2d"] = [](const Inputs& i, const json& a) {
+      ops::Conv2dOptions o;
+      o.stride_h = o.stride_w = a.at("stride").get<int64_t>();
+      o.pad_h = o.pad_w = a.at("pad").get<int64_t>();
+      o.dilation_h = o.dilation_w = a.at("dilation").get<int64_t>();
+      o.groups = a.at("groups").get<int64_t>();
+      return std::vector{ops::conv2d(in(i, "x"), in(i, "weight"), in(i, "bias"), o)};
+    };
+    using Pool = Tensor (*)(const Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+    auto pool = [&](const char* name, Pool f) {
+      t[name] = [f](const Inputs& i, const json& a) {
+        const int64_t k = a.at("kernel").get<int64_t>(), s = a.at("stride").get<int64_t>(),
+                      p = a.at("pad").get<int64_t>();
+        return std::vector{f(in(i, "x"), k, k, s, s, p, p)};
+      };
+    };
+    pool("max_pool2d", ops::max_pool2d);
+    pool("avg_pool2d", ops::avg_pool2d);
+    t["adaptive_avg_pool2d"] = [](const Inputs& i, const json& a) {
+      const std::vector<int64_t> out = a.at("output_size").get<std::vector<int64_t>>();
+      if (out.size() != 2) throw std::runtime_error("golden fixture: output_size is [oh, ow]");
+      return std::vector{ops::adaptive_avg_pool2d(in(i, "x"), out[0], out[1])};
+    };
+    t["scaled_dot_product_attention"] = [](const Inputs& i, const json& a) {
+      return std::vector{ops::scaled_dot_product_attention(in(i, "q"), in(i, "k"), in(i, "v"),
+                                                           a.at("causal").get<bool>())};
+    };
     return t;
   }();
   return table;
-}
-
-// Ops with fixtures but not yet in mixp/ops.h. When one lands, add its runner above and remove
-// it here; the fixture layout of each is in tests/golden/README.md.
-const std::set<std::string>& pending_ops() {
-  static const std::set<std::string> pending = {"layer_norm",
-                                                "batch_norm",
-                                                "conv2d",
-                                                "max_pool2d",
-                                                "avg_pool2d",
-                                                "adaptive_avg_pool2d",
-                                                "embedding",
-                                                "cat",
-                                                "split",
-                                                "narrow",
-                                                "scaled_dot_product_attention"};
-  return pending;
 }
 
 // ---- the cases -------------------------------------------------------------------------------
@@ -251,10 +303,17 @@ void check_case(const json& c, const char* path) {
     ASSERT_EQ(grad.dtype(), expected.dtype()) << "gradient of " << name;
     EXPECT_EQ(test::compare(grad, expected, tol), "") << "gradient of " << name;
   }
-  // State that the op updates in place (batch norm's running statistics).
+  // State that the op updates in place (batch norm's running statistics). Its dtype may differ
+  // from the case's (running stats are f32 for f64 inputs too): its tolerance is its own
+  // dtype's, over the same reduction.
   if (c.contains("after")) {
     for (const auto& [name, value] : c.at("after").items()) {
-      EXPECT_EQ(test::compare(inputs.at(name), tensor_from(value), tol), "") << name << " after";
+      const Tensor expected = tensor_from(value);
+      const Tensor& got = inputs.at(name);
+      ASSERT_EQ(got.dtype(), expected.dtype()) << name << " after";
+      const test::Tolerance state_tol =
+          test::tolerance(expected.dtype(), c.at("reduction_length").get<int64_t>());
+      EXPECT_EQ(test::compare(got, expected, state_tol), "") << name << " after";
     }
   }
 }
@@ -264,10 +323,7 @@ class GoldenOp : public ::testing::TestWithParam<GoldenCase> {};
 TEST_P(GoldenOp, MatchesPyTorch) {
   const json& c = GetParam().data;
   const std::string op = c.at("op").get<std::string>();
-  if (runners().count(op) == 0) {
-    ASSERT_EQ(pending_ops().count(op), 1u) << "the fixtures have op " << op << " and no runner";
-    GTEST_SKIP() << "mixp has no " << op << " yet: fixture only";
-  }
+  ASSERT_EQ(runners().count(op), 1u) << "the fixtures have op " << op << " and no runner";
   check_case(c, "fast");
   ReferenceMode reference;
   check_case(c, "reference");
@@ -284,14 +340,7 @@ TEST(GoldenFixtures, EveryGroupHasCasesOfTheCurrentFormat) {
   }
 }
 
-TEST(GoldenFixtures, NoPendingOpHasARunner) {
-  for (const std::string& op : pending_ops()) {
-    EXPECT_EQ(runners().count(op), 0u) << op << " has a runner: remove it from pending_ops()";
-  }
-}
-
-// The GPT fixture is used once mixp has the modules; until then its structure is checked, so
-// that a broken regeneration shows up here.
+// The structure of the GPT fixture, checked apart so that a broken regeneration names itself.
 TEST(GoldenFixtures, TransformerHasEveryNanoGptParameterAndItsGradient) {
   const json fixture = load_fixture("transformer");
   ASSERT_EQ(fixture.at("models").size(), 2u);
@@ -324,6 +373,219 @@ TEST(GoldenFixtures, TransformerHasEveryNanoGptParameterAndItsGradient) {
     EXPECT_EQ(model.at("sgd").at("losses").size(), 3u);
   }
 }
+
+// ---- the GPT of transformer.json, composed from mixp's ops -------------------------------------
+
+// The longest reduction in the model, for the tolerance of everything it computes. With C =
+// n_embd, V = vocab_size and B * T positions, the sums are: forward, linear over C (c_attn,
+// c_fc, lm_head) and over 4C (mlp.c_proj), layer norm over C, attention over T keys and Dh, the
+// softmax of cross entropy over V and its mean over B * T; backward, the input gradients of
+// those linears over their outputs (3C, 4C, C, V), the weight and bias gradients over the B * T
+// rows, wpe's over B, wte's over at most B * T positions, plus B * T more for the tied lm_head.
+// The longest is max(4C, 2 * B * T, V): 64 for this model (C = 16, B * T = 16, V = 11).
+int64_t gpt_reduction_length(const json& model) {
+  const json& config = model.at("config");
+  const int64_t c = config.at("n_embd").get<int64_t>();
+  const Shape idx = tensor_from(model.at("idx")).shape();
+  const int64_t positions = idx[0] * idx[1];
+  return std::max({4 * c, 2 * positions, config.at("vocab_size").get<int64_t>()});
+}
+
+/// nanoGPT's parameters by name, as leaves of one dtype that require gradients. In the tied
+/// model lm_head.weight is the same tensor as transformer.wte.weight.
+struct Gpt {
+  int n_layer = 0, n_head = 0, n_embd = 0;
+  bool tied = false;
+  double eps = 0;
+  std::map<std::string, Tensor> params;
+
+  const Tensor& p(const std::string& name) const {
+    const auto it = params.find(name);
+    if (it == params.end()) throw std::runtime_error("gpt: no parameter " + name);
+    return it->second;
+  }
+  const Tensor& lm_head() const { return tied ? p("transformer.wte.weight") : p("lm_head.weight"); }
+};
+
+Gpt load_gpt(const json& model, DType dtype) {
+  const json& config = model.at("config");
+  Gpt gpt;
+  gpt.n_layer = config.at("n_layer").get<int>();
+  gpt.n_head = config.at("n_head").get<int>();
+  gpt.n_embd = config.at("n_embd").get<int>();
+  gpt.tied = config.at("tied").get<bool>();
+  gpt.eps = config.at("layer_norm_eps").get<double>();
+  for (const auto& [name, value] : model.at("params").items()) {
+    Tensor t = tensor_from(value, dtype);
+    t.set_requires_grad(true);
+    gpt.params.emplace(name, t);
+  }
+  return gpt;
+}
+
+Tensor causal_self_attention(const Gpt& gpt, const std::string& h, const Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), c = gpt.n_embd, heads = gpt.n_head;
+  const Tensor qkv = ops::linear(x, gpt.p(h + "attn.c_attn.weight"), gpt.p(h + "attn.c_attn.bias"));
+  const std::vector<Tensor> parts = ops::split(qkv, c, -1);  // q, k, v [B, T, C]
+  std::vector<Tensor> heads_of;
+  for (const Tensor& z : parts) {
+    heads_of.push_back(ops::permute(z.reshape({b, t, heads, c / heads}), {0, 2, 1, 3}));
+  }
+  const Tensor y = ops::scaled_dot_product_attention(heads_of[0], heads_of[1], heads_of[2],
+                                                     /*causal=*/true);  // [B, H, T, Dh]
+  const Tensor merged = ops::permute(y, {0, 2, 1, 3}).reshape({b, t, c});
+  return ops::linear(merged, gpt.p(h + "attn.c_proj.weight"), gpt.p(h + "attn.c_proj.bias"));
+}
+
+Tensor mlp(const Gpt& gpt, const std::string& h, const Tensor& x) {
+  const Tensor hidden =
+      ops::gelu_tanh(ops::linear(x, gpt.p(h + "mlp.c_fc.weight"), gpt.p(h + "mlp.c_fc.bias")));
+  return ops::linear(hidden, gpt.p(h + "mlp.c_proj.weight"), gpt.p(h + "mlp.c_proj.bias"));
+}
+
+/// Logits [B, T, V] of idx [B, T].
+Tensor gpt_logits(const Gpt& gpt, const Tensor& idx) {
+  const int64_t t = idx.size(1);
+  Tensor x = ops::add(ops::embedding(gpt.p("transformer.wte.weight"), idx),
+                      ops::embedding(gpt.p("transformer.wpe.weight"), arange(t, DType::i64)));
+  for (int layer = 0; layer < gpt.n_layer; ++layer) {
+    const std::string h = "transformer.h." + std::to_string(layer) + ".";
+    x = ops::add(x, causal_self_attention(gpt, h,
+                                          ops::layer_norm(x, gpt.p(h + "ln_1.weight"),
+                                                          gpt.p(h + "ln_1.bias"), gpt.eps)));
+    x = ops::add(
+        x,
+        mlp(gpt, h, ops::layer_norm(x, gpt.p(h + "ln_2.weight"), gpt.p(h + "ln_2.bias"), gpt.eps)));
+  }
+  x = ops::layer_norm(x, gpt.p("transformer.ln_f.weight"), gpt.p("transformer.ln_f.bias"), gpt.eps);
+  return ops::linear(x, gpt.lm_head());
+}
+
+/// Mean cross entropy of logits [B, T, V] against targets [B, T].
+Tensor gpt_loss(const Tensor& logits, const Tensor& targets) {
+  const int64_t v = logits.size(-1);
+  return ops::cross_entropy(logits.reshape({-1, v}), targets.reshape({-1}));
+}
+
+/// p -= lr * grad for every parameter, outside the graph; the gradients are cleared.
+void sgd_step(Gpt& gpt, double lr) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : gpt.params) {
+    const Tensor grad = p.grad();
+    if (!grad.defined()) throw std::runtime_error("gpt: no gradient for " + name);
+    p.copy_(ops::sub(p, ops::mul_scalar(grad, lr)));
+    p.set_grad(Tensor());
+  }
+}
+
+struct GptCase {
+  json data;
+};
+
+void PrintTo(const GptCase& c, std::ostream* out) {
+  *out << "transformer.json: " << c.data.at("name").get<std::string>();
+}
+
+std::vector<GptCase> gpt_models() {
+  std::vector<GptCase> models;
+  const json fixture = load_fixture("transformer");
+  for (const json& model : fixture.at("models")) models.push_back({model});
+  return models;
+}
+
+class GoldenGpt : public ::testing::TestWithParam<GptCase> {};
+
+std::string gpt_test_name(const GptCase& c) {
+  return c.data.at("config").at("tied").get<bool>() ? "tied" : "untied";
+}
+
+// Logits, loss and every gradient at the fixture's parameters, then three SGD steps; `path`
+// names the kernels for the messages.
+void check_gpt_f64(const json& model, const char* path) {
+  SCOPED_TRACE(std::string(path) + " path, " + model.at("name").get<std::string>());
+  const test::Tolerance tol = test::tolerance(DType::f64, gpt_reduction_length(model));
+  Gpt gpt = load_gpt(model, DType::f64);
+  const Tensor idx = tensor_from(model.at("idx")), targets = tensor_from(model.at("targets"));
+
+  const Tensor logits = gpt_logits(gpt, idx);
+  const Tensor want_logits = tensor_from(model.at("logits"));
+  ASSERT_EQ(logits.shape(), want_logits.shape());
+  ASSERT_EQ(logits.dtype(), DType::f64);
+  EXPECT_EQ(test::compare(logits, want_logits, tol), "") << "logits";
+
+  const Tensor loss = gpt_loss(logits, targets);
+  const Tensor want_loss = tensor_from(model.at("loss"));
+  ASSERT_EQ(loss.shape(), want_loss.shape());
+  ASSERT_EQ(loss.dtype(), DType::f64);
+  EXPECT_EQ(test::compare(loss, want_loss, tol), "") << "loss";
+
+  loss.backward();
+  ASSERT_EQ(gpt.params.size(), model.at("grads").size());
+  for (const auto& [name, want] : model.at("grads").items()) {
+    const Tensor grad = gpt.p(name).grad();
+    ASSERT_TRUE(grad.defined()) << "no gradient for " << name;
+    const Tensor expected = tensor_from(want);
+    ASSERT_EQ(grad.shape(), expected.shape()) << "gradient of " << name;
+    ASSERT_EQ(grad.dtype(), expected.dtype()) << "gradient of " << name;
+    EXPECT_EQ(test::compare(grad, expected, tol), "") << "gradient of " << name;
+  }
+
+  // SGD on the same batch, from the initial parameters: the loss before each step, then the
+  // loss and the parameters after the last.
+  gpt = load_gpt(model, DType::f64);
+  const json& sgd = model.at("sgd");
+  ASSERT_EQ(sgd.at("momentum").get<double>(), 0.0);
+  ASSERT_EQ(sgd.at("weight_decay").get<double>(), 0.0);
+  const double lr = sgd.at("lr").get<double>();
+  const std::vector<double> losses = sgd.at("losses").get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), sgd.at("steps").get<size_t>());
+  for (size_t step = 0; step < losses.size(); ++step) {
+    const Tensor step_loss = gpt_loss(gpt_logits(gpt, idx), targets);
+    EXPECT_EQ(test::compare(step_loss, full({}, losses[step], DType::f64), tol), "")
+        << "loss before step " << step;
+    step_loss.backward();
+    sgd_step(gpt, lr);
+  }
+  {
+    NoGradGuard no_grad;
+    const Tensor after = gpt_loss(gpt_logits(gpt, idx), targets);
+    EXPECT_EQ(test::compare(after, full({}, sgd.at("loss_after").get<double>(), DType::f64), tol),
+              "")
+        << "loss after the steps";
+  }
+  for (const auto& [name, want] : sgd.at("params_after").items()) {
+    EXPECT_EQ(test::compare(gpt.p(name), tensor_from(want), tol), "") << name << " after SGD";
+  }
+}
+
+TEST_P(GoldenGpt, LogitsLossGradientsAndSgdStepsMatchPyTorch) {
+  check_gpt_f64(GetParam().data, "fast");
+  ReferenceMode reference;
+  check_gpt_f64(GetParam().data, "reference");
+}
+
+// The same model in f32 (its parameters rounded to f32): the f32 kernels end to end (oneDNN's
+// matmul on the fast path), against the f64 answer.
+void check_gpt_f32_loss(const json& model, const char* path) {
+  SCOPED_TRACE(std::string(path) + " path, " + model.at("name").get<std::string>());
+  const Gpt gpt = load_gpt(model, DType::f32);
+  const Tensor idx = tensor_from(model.at("idx")), targets = tensor_from(model.at("targets"));
+  const Tensor loss = gpt_loss(gpt_logits(gpt, idx), targets);
+  ASSERT_EQ(loss.dtype(), DType::f32);
+  const test::Tolerance tol = test::tolerance(DType::f32, gpt_reduction_length(model));
+  EXPECT_EQ(test::compare(loss.to(DType::f64), tensor_from(model.at("loss")), tol), "");
+}
+
+TEST_P(GoldenGpt, F32LossMatchesTheF64Fixture) {
+  check_gpt_f32_loss(GetParam().data, "fast");
+  ReferenceMode reference;
+  check_gpt_f32_loss(GetParam().data, "reference");
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformer, GoldenGpt, ::testing::ValuesIn(gpt_models()),
+                         [](const ::testing::TestParamInfo<GptCase>& info) {
+                           return gpt_test_name(info.param);
+                         });
 
 }  // namespace
 }  // namespace mixp

@@ -80,12 +80,18 @@ class Case:
     recorded as absent (an undefined tensor in mixp). fn(**inputs) returns a tensor, a tuple of
     tensors, or a dict {"outputs": tensor or tuple, "after": {name: tensor}} for state that the
     op updates in place (batch norm's running statistics).
+
+    f32_inputs: names of floating inputs that are float32 whatever the case's dtype (mixp keeps
+    batch norm's running statistics in f32 for every input dtype): rounded to float32 like the
+    inputs of an f32 case, and recorded, with their "after" values, as f32.
     """
 
-    def __init__(self, name, op, attrs, inputs, fn, dtype="f64", reduction_length=1):
+    def __init__(self, name, op, attrs, inputs, fn, dtype="f64", reduction_length=1,
+                 f32_inputs=()):
         self.name, self.op, self.attrs = name, op, attrs
         self.inputs, self.fn, self.dtype = inputs, fn, dtype
         self.reduction_length = int(reduction_length)
+        self.f32_inputs = frozenset(f32_inputs)
 
     def to_json(self):
         rounded = self.dtype == "f32"
@@ -95,7 +101,8 @@ class Case:
                 leaves[name] = None
                 continue
             if t.is_floating_point():
-                t = t.to(torch.float32).to(torch.float64) if rounded else t.clone()
+                t = (t.to(torch.float32).to(torch.float64) if rounded or name in self.f32_inputs
+                     else t.clone())
                 t.requires_grad_(requires_grad)
             leaves[name] = t
         call_args = {n: (t.clone() if t is not None and not t.requires_grad and t.is_floating_point()
@@ -115,8 +122,9 @@ class Case:
             grad_outputs.append(go)
         torch.autograd.backward(outputs, grad_outputs)
 
-        def typed(t):
-            return t.to(torch.float32) if rounded and t.is_floating_point() else t
+        def typed(t, name=None):
+            f32 = rounded or name in self.f32_inputs
+            return t.to(torch.float32) if f32 and t.is_floating_point() else t
 
         inputs_json = []
         for name, _, requires_grad in self.inputs:
@@ -125,11 +133,11 @@ class Case:
             if t is None:
                 entry["value"] = None
             else:
-                entry["value"] = tensor_json(typed(t))
+                entry["value"] = tensor_json(typed(t, name))
                 if requires_grad:
                     if t.grad is None:
                         raise RuntimeError(f"{self.name}: no gradient for {name}")
-                    entry["grad"] = tensor_json(typed(t.grad))
+                    entry["grad"] = tensor_json(typed(t.grad, name))
             inputs_json.append(entry)
         names = ["out"] if len(outputs) == 1 else [f"out{i}" for i in range(len(outputs))]
         outputs_json = [{"name": n, "value": tensor_json(typed(o)), "grad": tensor_json(typed(go))}
@@ -138,7 +146,7 @@ class Case:
                 "reduction_length": self.reduction_length, "inputs": inputs_json,
                 "outputs": outputs_json}
         if after:
-            case["after"] = {n: tensor_json(typed(t)) for n, t in after.items()}
+            case["after"] = {n: tensor_json(typed(t, n)) for n, t in after.items()}
         return case
 
 
@@ -369,10 +377,10 @@ def misc_cases():
         cases.append(Case(name, "cat", {"dim": dim}, xs,
                           lambda dim=dim, **kw: torch.cat([kw[f"x{i}"] for i in range(len(kw))],
                                                           dim)))
-    for shape, split, dim in [([5, 4], [2, 3], 0), ([2, 7], 3, 1), ([3, 6, 2], [1, 4, 1], 1)]:
+    # mixp's split takes one chunk size (torch.split's int form), not a list of sizes
+    for shape, split, dim in [([5, 4], 2, 0), ([2, 7], 3, 1), ([3, 6, 2], 4, 1), ([2, 6], 3, -1)]:
         name = f"split/{shape}/{split}/dim{dim}".replace(" ", "")
-        attrs = {"dim": dim}
-        attrs["sizes" if isinstance(split, list) else "split_size"] = split
+        attrs = {"dim": dim, "split_size": split}
         cases.append(Case(name, "split", attrs, [("x", normal(generator(name), shape), True)],
                           lambda x, split=split, dim=dim: torch.split(x, split, dim)))
     for shape, dim, start, length in [([4, 6], 1, 1, 3), ([5, 3], 0, 2, 3), ([2, 5, 4], -1, 0, 2)]:
@@ -425,7 +433,8 @@ def norm_cases():
                           {"training": training, "momentum": momentum, "eps": eps},
                           [("x", x, True), ("weight", w, True), ("bias", b, True),
                            ("running_mean", rm, False), ("running_var", rv, False)],
-                          run, dtype, numel(shape) // c))
+                          run, dtype, numel(shape) // c,
+                          f32_inputs=("running_mean", "running_var")))
     return cases
 
 
