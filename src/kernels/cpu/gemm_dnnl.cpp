@@ -2,6 +2,10 @@
 // primitives, so building the primitive for a shape seen before is a lookup.
 #include <dnnl.hpp>
 
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
 #include "kernels/cpu/dnnl_runtime.h"
 #include "kernels/gemm.h"
 #include "mixp/cpu.h"
@@ -25,6 +29,53 @@ dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t col
   return dnnl::memory::desc(dims, dt, strides);
 }
 
+// Building a primitive descriptor runs oneDNN's implementation search, which costs about as much
+// as a small product; a training step repeats the same few shapes, so primitives are kept.
+struct PrimitiveKey {
+  int64_t batch, batch_a, batch_b, m, n, k;
+  bool trans_a, trans_b, bf16;
+  friend bool operator==(const PrimitiveKey&, const PrimitiveKey&) = default;
+};
+
+struct PrimitiveKeyHash {
+  size_t operator()(const PrimitiveKey& k) const {
+    size_t h = 0;
+    for (int64_t v : {k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) {
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    }
+    return h * 31u + (size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
+  }
+};
+
+struct CachedMatmul {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul primitive;
+};
+
+std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
+                                                  const dnnl::engine& engine) {
+  static std::mutex mutex;
+  static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedMatmul>, PrimitiveKeyHash>
+      cache;
+  constexpr size_t kMaxEntries = 512;
+  const PrimitiveKey key{s.batch, s.batch_a, s.batch_b, s.m, s.n, s.k, s.trans_a, s.trans_b, bf16};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  using dt = dnnl::memory::data_type;
+  const dt in_type = bf16 ? dt::bf16 : dt::f32;
+  const bool batched = s.batch > 1;
+  auto entry = std::make_shared<CachedMatmul>();
+  entry->a = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
+  entry->b = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
+  entry->c = matrix(batched, s.batch, s.m, s.n, false, dt::f32);
+  entry->primitive = dnnl::matmul(
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry->a, entry->b, entry->c), engine));
+  cache.emplace(key, entry);
+  return entry;  // shared: a later clear() cannot pull it from under a running product
+}
+
 }  // namespace
 
 bool gemm_fast_has_bf16() { return best_isa() >= Isa::avx512_bf16; }
@@ -37,20 +88,16 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float
     for (int64_t i = 0; i < s.batch * s.m * s.n; ++i) c[i] = 0.0f;
     return;
   }
-  using dt = dnnl::memory::data_type;
-  const dt in_type = in == DType::bf16 ? dt::bf16 : dt::f32;
   DnnlRuntime& r = dnnl_runtime();
   try {
-    const bool batched = s.batch > 1;
-    const auto a_md = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
-    const auto b_md = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
-    const auto c_md = matrix(batched, s.batch, s.m, s.n, false, dt::f32);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), r.engine);
-    dnnl::memory a_mem(a_md, r.engine, const_cast<void*>(a));
-    dnnl::memory b_mem(b_md, r.engine, const_cast<void*>(b));
-    dnnl::memory c_mem(c_md, r.engine, c);
-    dnnl::matmul(pd).execute(
-        r.stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    const std::shared_ptr<const CachedMatmul> cached =
+        cached_matmul(s, in == DType::bf16, r.engine);
+    const CachedMatmul& mm = *cached;
+    dnnl::memory a_mem(mm.a, r.engine, const_cast<void*>(a));
+    dnnl::memory b_mem(mm.b, r.engine, const_cast<void*>(b));
+    dnnl::memory c_mem(mm.c, r.engine, c);
+    mm.primitive.execute(r.stream,
+                         {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
     r.stream.wait();
   } catch (const dnnl::error& e) {
     MIXP_ASSERT(false, "oneDNN matmul failed (", e.what(), ") for batch ", s.batch, " m ", s.m,
