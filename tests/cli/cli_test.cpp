@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mixp/amp/grad_scaler.h"
 #include "mixp/cpu.h"
 #include "mixp/runtime.h"
 #include "support/vectors.h"
@@ -170,6 +171,130 @@ TEST_F(Cli, BadInputNamesTheLineAndExitsWithTwo) {
   // The lines before the bad one are converted.
   const CliResult r = mixp("convert --from f32 --to f16", "3f800000\n40000000\nbad\n");
   EXPECT_EQ(r.out, "3c00\n4000\n");
+}
+
+// A loss-scaling trace of tests/data/vectors/traces: the command's options from the params
+// line, its input (the found_inf column) and its expected output (scale_before_hex applied).
+struct TraceCase {
+  std::string args, input, expected;
+  size_t steps = 0;
+};
+
+TraceCase read_trace_case(const std::string& name) {
+  const std::string path = test::vectors_dir() + "/traces/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  TraceCase c;
+  std::string line;
+  auto param = [&](const std::string& params, const std::string& key) {
+    const size_t at = params.find(key + "=");
+    EXPECT_NE(at, std::string::npos) << path << ": no " << key;
+    const size_t begin = at + key.size() + 1;
+    return params.substr(begin, params.find(' ', begin) - begin);
+  };
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.starts_with("# params: ")) {
+      c.args = "scaler-trace --init " + param(line, "init_scale") + " --growth " +
+               param(line, "growth_factor") + " --backoff " + param(line, "backoff_factor") +
+               " --interval " + param(line, "growth_interval");
+    }
+    if (line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string step, found, before, applied;
+    fields >> step >> found >> before >> applied;
+    c.input += found + "\n";
+    c.expected += before + " " + applied + "\n";
+    ++c.steps;
+  }
+  return c;
+}
+
+TEST_F(Cli, ScalerTracePassesEveryTraceFile) {
+  for (const char* name :
+       {"scaler_default_clean.txt", "scaler_default_mixed.txt", "scaler_gi5_bursts_10000.txt",
+        "scaler_gi1_cap.txt", "scaler_underflow_to_zero.txt", "scaler_nonpow2_factors.txt"}) {
+    const TraceCase c = read_trace_case(name);
+    ASSERT_GT(c.steps, 0u) << name;
+    const CliResult r = mixp(c.args, c.input);
+    ASSERT_EQ(r.status, 0) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out == c.expected) << name;
+    if (r.out != c.expected) {
+      std::istringstream got(r.out), want(c.expected);
+      std::string g, w;
+      for (size_t i = 0; std::getline(want, w); ++i) {
+        if (!std::getline(got, g) || g != w) {
+          ADD_FAILURE() << name << " line " << i + 1 << ": got '" << g << "', expected '" << w
+                        << "'";
+          break;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Cli, ScalerTraceStreamsMillionsOfLinesThroughTheLibrarysRule) {
+  // 2,000,000 steps with bursts: the output must be the library's update_scale, line by line.
+  amp::GradScalerOptions options;
+  options.growth_interval = 50;
+  amp::ScaleState state;
+  state.scale = float(options.init_scale);
+  std::string input, expected;
+  input.reserve(4000000);
+  expected.reserve(22000000);
+  uint64_t x = 12345;
+  char buf[32];
+  for (int i = 0; i < 2000000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const bool found = (x >> 33) % 97 == 0 || (i % 100000 < 3);
+    input += found ? "1\n" : "0\n";
+    std::snprintf(buf, sizeof buf, "%08x %d\n", unsigned(std::bit_cast<uint32_t>(state.scale)),
+                  found ? 0 : 1);
+    expected += buf;
+    amp::update_scale(state, options, found);
+  }
+  const CliResult r = mixp("scaler-trace --interval 50", input);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.out == expected);
+}
+
+TEST_F(Cli, ScalerTraceDefaultsAndLineEndings) {
+  // PyTorch's defaults; CRLF and a missing final newline are accepted.
+  const CliResult r = mixp("scaler-trace", "1\r\n0\r\n1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "47800000 0\n47000000 1\n47000000 0\n");
+}
+
+TEST_F(Cli, ScalerTraceRejectsBadLinesAndOptions) {
+  struct Case {
+    std::string args, input, message;
+  };
+  const Case cases[] = {
+      {"scaler-trace", "0\n1\n2\n", "line 3"},
+      {"scaler-trace", "0\n\n1\n", "line 2: empty line"},
+      {"scaler-trace", "0\n 1\n", "line 2"},
+      {"scaler-trace", "01\n", "line 1"},
+      {"scaler-trace", "true\n", "line 1"},
+      {"scaler-trace --init 0", "0\n", "--init"},
+      {"scaler-trace --init -5", "0\n", "--init"},
+      {"scaler-trace --init 1e39", "0\n", "--init"},
+      {"scaler-trace --growth 1", "0\n", "--growth"},
+      {"scaler-trace --growth 0.5", "0\n", "--growth"},
+      {"scaler-trace --backoff 1", "0\n", "--backoff"},
+      {"scaler-trace --backoff 0", "0\n", "--backoff"},
+      {"scaler-trace --interval 0", "0\n", "--interval"},
+      {"scaler-trace --interval 2.5", "0\n", "--interval"},
+      {"scaler-trace --init abc", "0\n", "--init"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = mixp(c.args, c.input);
+    EXPECT_EQ(r.status, 2) << c.args << " < " << c.input;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << ": " << r.err;
+  }
+  // The steps before the bad line are written.
+  const CliResult r = mixp("scaler-trace", "0\n1\nx\n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "47800000 1\n47800000 0\n");
 }
 
 TEST_F(Cli, FormatsPrintsEveryFormat) {

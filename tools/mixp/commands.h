@@ -19,6 +19,16 @@ struct ConvertOptions {
 /// Reads one hex bit pattern per line from `in`, writes one converted pattern per line to `out`.
 int run_convert(const ConvertOptions& options, std::FILE* in, std::FILE* out);
 
+struct ScalerTraceOptions {
+  double init = 65536.0;  ///< the initial scale, rounded to fp32
+  double growth = 2.0;
+  double backoff = 0.5;
+  int64_t interval = 2000;
+};
+/// Reads one found_inf flag (0 or 1) per line from `in`; writes, per line, the scale that step
+/// used (8 hex digits of its fp32 bits) and whether the step was applied (1) or skipped (0).
+int run_scaler_trace(const ScalerTraceOptions& options, std::FILE* in, std::FILE* out);
+
 /// Prints the table of every format.
 int run_formats(std::FILE* out);
 

@@ -40,6 +40,17 @@ int main_checked(int argc, char** argv) {
                           "nearest_even (default), toward_zero, up, down, stochastic, odd");
   convert_cmd->add_option("--seed", convert.seed, "seed of --rounding stochastic (default 0)");
 
+  mixp::cli::ScalerTraceOptions trace;
+  CLI::App* trace_cmd = app.add_subcommand(
+      "scaler-trace",
+      "the loss scale of GradScaler over steps: one found_inf flag (0/1) per line from stdin, "
+      "'SCALE_BEFORE_HEX APPLIED' per line to stdout");
+  trace_cmd->add_option("--init", trace.init, "initial scale (default 65536)");
+  trace_cmd->add_option("--growth", trace.growth, "growth factor, > 1 (default 2)");
+  trace_cmd->add_option("--backoff", trace.backoff, "backoff factor, in (0, 1) (default 0.5)");
+  trace_cmd->add_option("--interval", trace.interval,
+                        "clean steps in a row before the scale grows (default 2000)");
+
   CLI::App* formats_cmd = app.add_subcommand("formats", "print the table of number formats");
 
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
@@ -92,6 +103,7 @@ int main_checked(int argc, char** argv) {
   if (!isa_name.empty()) isa_limit.emplace(mixp::parse_isa(isa_name));
 
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
+  if (*trace_cmd) return mixp::cli::run_scaler_trace(trace, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {

@@ -1,0 +1,402 @@
+#include "mixp/amp/grad_scaler.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <span>
+#include <type_traits>
+
+#include "kernels/cpu/parallel.h"
+#include "mixp/autograd.h"
+#include "mixp/convert.h"
+#include "mixp/error.h"
+#include "mixp/ops.h"
+#include "tensor/tensor_impl.h"
+
+namespace mixp::amp {
+
+// ---- options and the rule ----------------------------------------------------------------
+
+void GradScalerOptions::validate() const {
+  const float init = float(init_scale);
+  MIXP_CHECK(std::isfinite(init) && init > 0.0f,
+             "GradScaler: init_scale must be positive and finite in fp32, got ", init_scale);
+  MIXP_CHECK(std::isfinite(growth_factor) && growth_factor > 1.0,
+             "GradScaler: growth_factor must be finite and > 1, got ", growth_factor);
+  MIXP_CHECK(backoff_factor > 0.0 && backoff_factor < 1.0,
+             "GradScaler: backoff_factor must be in (0, 1), got ", backoff_factor);
+  MIXP_CHECK(growth_interval >= 1, "GradScaler: growth_interval must be at least 1, got ",
+             growth_interval);
+  MIXP_CHECK(hysteresis >= 1, "GradScaler: hysteresis must be at least 1, got ", hysteresis);
+  MIXP_CHECK(std::isfinite(float(min_scale)) && min_scale >= 0.0,
+             "GradScaler: min_scale must be finite in fp32 and >= 0, got ", min_scale);
+  MIXP_CHECK(!std::isnan(max_scale) && float(max_scale) >= float(min_scale),
+             "GradScaler: max_scale (", max_scale, ") must be >= min_scale (", min_scale, ")");
+  MIXP_CHECK(init >= float(min_scale) && init <= float(max_scale), "GradScaler: init_scale ",
+             init_scale, " is outside [min_scale, max_scale] = [", min_scale, ", ", max_scale, "]");
+}
+
+const char* name_of(ScaleChange change) {
+  switch (change) {
+    case ScaleChange::none: return "none";
+    case ScaleChange::growth: return "growth";
+    case ScaleChange::growth_to_max: return "growth_to_max";
+    case ScaleChange::growth_refused: return "growth_refused";
+    case ScaleChange::backoff: return "backoff";
+    case ScaleChange::backoff_to_min: return "backoff_to_min";
+    case ScaleChange::backoff_refused: return "backoff_refused";
+    case ScaleChange::backoff_delayed: return "backoff_delayed";
+    case ScaleChange::set_by_user: return "set_by_user";
+  }
+  return "unknown";
+}
+
+ScaleChange update_scale(ScaleState& state, const GradScalerOptions& options, bool found_inf) {
+  if (!options.dynamic) return ScaleChange::none;
+  const float min_scale = float(options.min_scale);
+  const float max_scale = float(options.max_scale);
+  if (found_inf) {
+    state.growth_tracker = 0;
+    if (state.consecutive_overflows < options.hysteresis) ++state.consecutive_overflows;
+    if (state.consecutive_overflows < options.hysteresis) return ScaleChange::backoff_delayed;
+    const float lower = float(double(state.scale) * options.backoff_factor);
+    if (lower >= min_scale) {
+      state.scale = lower;
+      return ScaleChange::backoff;
+    }
+    if (state.scale > min_scale) {
+      state.scale = min_scale;
+      return ScaleChange::backoff_to_min;
+    }
+    return ScaleChange::backoff_refused;
+  }
+  state.consecutive_overflows = 0;
+  const int64_t clean = state.growth_tracker + 1;
+  if (clean != options.growth_interval) {
+    state.growth_tracker = clean;
+    return ScaleChange::none;
+  }
+  state.growth_tracker = 0;
+  const float higher = float(double(state.scale) * options.growth_factor);
+  if (std::isfinite(higher) && higher <= max_scale) {
+    state.scale = higher;
+    return ScaleChange::growth;
+  }
+  if (std::isfinite(max_scale) && state.scale < max_scale) {
+    state.scale = max_scale;
+    return ScaleChange::growth_to_max;
+  }
+  return ScaleChange::growth_refused;
+}
+
+// ---- the fused check-and-unscale kernel ----------------------------------------------------
+
+namespace {
+
+constexpr int64_t kBlock = 1024;
+constexpr int64_t kChunk = 64 * kBlock;
+
+template <typename T>
+using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+void widen(const T* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
+    convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)), 1.0f);
+  } else {
+    convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)));
+  }
+}
+
+template <typename T>
+void narrow(const float* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
+    convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)), 1.0f,
+            Overflow::inf_or_nan);
+  } else {
+    convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)));
+  }
+}
+
+// Checks x[0, n) for inf/NaN and, when `multiply`, scales it by `inv`. Returns the index of the
+// first non-finite element, or -1.
+template <typename C>
+int64_t check_and_scale(C* x, int64_t n, C inv, bool multiply) {
+  constexpr C kMax = std::numeric_limits<C>::max();
+  bool bad = false;
+  for (int64_t j = 0; j < n; ++j) bad |= !(std::abs(x[j]) <= kMax);  // false for NaN too
+  int64_t first = -1;
+  if (bad) {
+    for (int64_t j = 0; j < n && first < 0; ++j) {
+      if (!std::isfinite(x[j])) first = j;
+    }
+  }
+  if (multiply) {
+    for (int64_t j = 0; j < n; ++j) x[j] = x[j] * inv;
+  }
+  return first;
+}
+
+// One chunk of a gradient: widened block by block, checked, scaled and narrowed in one pass.
+template <typename T>
+int64_t unscale_chunk(T* data, int64_t n, float inv, bool multiply) {
+  using C = Compute<T>;
+  int64_t first = -1;
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t len = std::min(kBlock, n - i);
+    int64_t bad;
+    if constexpr (std::is_same_v<T, C>) {
+      bad = check_and_scale<C>(data + i, len, C(inv), multiply);
+    } else {
+      float buffer[kBlock];
+      widen(data + i, len, buffer);
+      bad = check_and_scale<float>(buffer, len, inv, multiply);
+      if (multiply) narrow(buffer, len, data + i);
+    }
+    if (bad >= 0 && first < 0) first = i + bad;
+  }
+  return first;
+}
+
+// Unscales a whole gradient over threads; returns the first non-finite element or -1. Each
+// chunk records its own first index, and the chunks are combined in order, so the answer is
+// the same for any thread count.
+template <typename T>
+int64_t unscale_gradient(T* data, int64_t n, float inv, bool multiply) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<int64_t> first;
+  first.assign(size_t(chunks), -1);
+  kernels::parallel_for(n, kChunk, [&](int64_t begin, int64_t end) {
+    const int64_t bad = unscale_chunk(data + begin, end - begin, inv, multiply);
+    first[size_t(begin / kChunk)] = bad < 0 ? -1 : begin + bad;
+  });
+  for (int64_t f : first) {
+    if (f >= 0) return f;
+  }
+  return -1;
+}
+
+int64_t unscale_tensor(Tensor& grad, float inv, bool multiply) {
+  const int64_t n = grad.numel();
+  switch (grad.dtype()) {
+    case DType::f32: return unscale_gradient(grad.data<float>(), n, inv, multiply);
+    case DType::f64: return unscale_gradient(grad.data<double>(), n, inv, multiply);
+    case DType::f16: return unscale_gradient(grad.data<float16>(), n, inv, multiply);
+    case DType::bf16: return unscale_gradient(grad.data<bfloat16>(), n, inv, multiply);
+    case DType::e4m3: return unscale_gradient(grad.data<float8_e4m3>(), n, inv, multiply);
+    case DType::e5m2: return unscale_gradient(grad.data<float8_e5m2>(), n, inv, multiply);
+    default: break;
+  }
+  MIXP_CHECK(false, "GradScaler::unscale: a gradient of dtype ", name_of(grad.dtype()),
+             " is not floating");
+  return -1;
+}
+
+std::string describe(const NonFiniteSource& s) {
+  return detail::concat("parameter ", s.parameter, " of optimizer ", s.optimizer, " (shape ",
+                        s.shape.to_string(), "), element ", s.element);
+}
+
+}  // namespace
+
+// ---- GradScaler ----------------------------------------------------------------------------
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
+  options_.validate();
+  state_.scale = float(options_.init_scale);
+  warn_ = [](const std::string& message) { std::fprintf(stderr, "mixp: %s\n", message.c_str()); };
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  if (!options_.enabled) return loss;
+  MIXP_CHECK(loss.defined(), "GradScaler::scale: the loss is undefined");
+  MIXP_CHECK(is_floating(loss.dtype()), "GradScaler::scale: the loss has dtype ",
+             name_of(loss.dtype()), ", not a floating one");
+  const bool keep = loss.dtype() == DType::f32 || loss.dtype() == DType::f64;
+  return ops::mul_scalar(keep ? loss : loss.to(DType::f32), double(state_.scale));
+}
+
+GradScaler::PerOptimizer* GradScaler::find(const optim::Optimizer& optimizer) {
+  for (PerOptimizer& p : per_optimizer_) {
+    if (p.optimizer == &optimizer) return &p;
+  }
+  return nullptr;
+}
+
+void GradScaler::unscale(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  if (const PerOptimizer* seen = find(optimizer)) {
+    MIXP_CHECK(seen->stage != Stage::unscaled,
+               "GradScaler::unscale: already called for this "
+               "optimizer since the last update() (step ",
+               steps_, ")");
+    MIXP_CHECK(false, "GradScaler::unscale: called after step() for this optimizer (step ", steps_,
+               ")");
+  }
+  // PyTorch: the inverse in double, rounded to fp32; a scale of 0 gives inf.
+  const float inv = float(1.0 / double(state_.scale));
+  const bool multiply = inv != 1.0f;
+  PerOptimizer record{&optimizer, Stage::unscaled, false, std::nullopt};
+  const std::vector<Tensor>& params = optimizer.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor grad = params[i].grad();
+    if (!grad.defined() || grad.numel() == 0) continue;
+    MIXP_CHECK(grad.device() == Device::cpu, "GradScaler::unscale: parameter ", i,
+               " has its gradient on ", name_of(grad.device()));
+    const int64_t bad = unscale_tensor(grad, inv, multiply);
+    if (multiply) ++grad.impl()->storage->version;
+    if (bad >= 0 && !record.found_inf) {
+      record.found_inf = true;
+      record.first_non_finite = NonFiniteSource{per_optimizer_.size(), i, grad.shape(), bad};
+    }
+  }
+  per_optimizer_.push_back(std::move(record));
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step();
+    return true;
+  }
+  if (const PerOptimizer* seen = find(optimizer)) {
+    MIXP_CHECK(seen->stage != Stage::stepped,
+               "GradScaler::step: already called for this "
+               "optimizer since the last update() (step ",
+               steps_, ")");
+  } else {
+    unscale(optimizer);
+  }
+  PerOptimizer* p = find(optimizer);
+  MIXP_ASSERT(p != nullptr);
+  p->stage = Stage::stepped;
+  if (p->found_inf) return false;
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::record_change(float old_scale, ScaleChange reason,
+                               const std::optional<NonFiniteSource>& source) {
+  if (std::bit_cast<uint32_t>(old_scale) == std::bit_cast<uint32_t>(state_.scale)) return;
+  log_.push_back(ScaleChangeRecord{steps_, old_scale, state_.scale, reason, source});
+}
+
+void GradScaler::update() {
+  if (!options_.enabled) return;
+  MIXP_CHECK(!per_optimizer_.empty(),
+             "GradScaler::update: no optimizer was unscaled or stepped "
+             "since the last update() (step ",
+             steps_, ")");
+  std::optional<NonFiniteSource> first;
+  bool found = false;
+  for (const PerOptimizer& p : per_optimizer_) {
+    if (p.found_inf && !found) first = p.first_non_finite;
+    found = found || p.found_inf;
+  }
+  ScaleState next = state_;
+  const ScaleChange change = update_scale(next, options_, found);
+  const bool at_floor = change == ScaleChange::backoff_refused ||
+                        (change == ScaleChange::backoff && next.scale == 0.0f);
+  if (at_floor) {
+    const std::string message = detail::concat(
+        "GradScaler: step ", steps_, ": the gradients overflowed (first inf/NaN in ",
+        first ? describe(*first) : std::string("an unknown parameter"), ") and the loss scale ",
+        change == ScaleChange::backoff_refused
+            ? detail::concat("is at min_scale ", state_.scale, " and cannot fall further")
+            : std::string("has fallen to 0: every scaled gradient is now 0 and unscaling turns "
+                          "it into NaN; set min_scale"));
+    MIXP_CHECK(options_.at_min_scale != AtMinScale::throw_error, message);
+    if (!warned_) {
+      warned_ = true;
+      if (warn_) warn_(message);
+    }
+  }
+  const float old_scale = state_.scale;
+  state_ = next;
+  record_change(old_scale, change, found ? first : std::nullopt);
+  per_optimizer_.clear();
+  ++steps_;
+}
+
+void GradScaler::update(double new_scale) {
+  if (!options_.enabled) return;
+  const float s = float(new_scale);
+  MIXP_CHECK(std::isfinite(s) && s > 0.0f,
+             "GradScaler::update: the new scale must be positive and finite in fp32, got ",
+             new_scale);
+  const float old_scale = state_.scale;
+  state_.scale = s;
+  record_change(old_scale, ScaleChange::set_by_user, std::nullopt);
+  per_optimizer_.clear();
+  ++steps_;
+}
+
+float GradScaler::get_scale() const { return options_.enabled ? state_.scale : 1.0f; }
+
+bool GradScaler::found_inf(const optim::Optimizer& optimizer) const {
+  for (const PerOptimizer& p : per_optimizer_) {
+    if (p.optimizer == &optimizer) return p.found_inf;
+  }
+  return false;
+}
+
+std::map<std::string, double> GradScaler::state() const {
+  if (!options_.enabled) return {};
+  return {
+      {"scale", double(state_.scale)},
+      {"growth_factor", options_.growth_factor},
+      {"backoff_factor", options_.backoff_factor},
+      {"growth_interval", double(options_.growth_interval)},
+      {"_growth_tracker", double(state_.growth_tracker)},
+      {"_consecutive_overflows", double(state_.consecutive_overflows)},
+      {"_steps", double(steps_)},
+  };
+}
+
+void GradScaler::load_state(const std::map<std::string, double>& state) {
+  if (!options_.enabled) return;  // as PyTorch
+  MIXP_CHECK(!state.empty(),
+             "GradScaler::load_state: the state is empty, possibly because it "
+             "was saved from a disabled GradScaler");
+  auto get = [&](const char* key, bool required, double fallback) {
+    const auto it = state.find(key);
+    MIXP_CHECK(it != state.end() || !required, "GradScaler::load_state: no '", key, "'");
+    const double v = it == state.end() ? fallback : it->second;
+    MIXP_CHECK(std::isfinite(v), "GradScaler::load_state: '", key, "' is ", v);
+    return v;
+  };
+  auto get_count = [&](const char* key, bool required) {
+    const double v = get(key, required, 0.0);
+    MIXP_CHECK(v >= 0.0 && v <= 9.0e15 && v == std::floor(v), "GradScaler::load_state: '", key,
+               "' must be a non-negative integer, got ", v);
+    return int64_t(v);
+  };
+  GradScalerOptions options = options_;
+  const double scale = get("scale", true, 0.0);
+  options.growth_factor = get("growth_factor", true, 0.0);
+  options.backoff_factor = get("backoff_factor", true, 0.0);
+  options.growth_interval = get_count("growth_interval", true);
+  const int64_t tracker = get_count("_growth_tracker", true);
+  const int64_t overflows = get_count("_consecutive_overflows", false);
+  const int64_t steps = get_count("_steps", false);
+  options.validate();  // the bounds and init_scale are the scaler's own, valid already
+  // A scale that collapsed to 0 is a state PyTorch can save, so it loads; the bounds still hold.
+  const float s = float(scale);
+  MIXP_CHECK(std::isfinite(s) && s >= float(options.min_scale) && s <= float(options.max_scale),
+             "GradScaler::load_state: 'scale' ", scale,
+             " is not finite in fp32 within "
+             "[min_scale, max_scale] = [",
+             options.min_scale, ", ", options.max_scale, "]");
+  MIXP_CHECK(tracker < options.growth_interval, "GradScaler::load_state: '_growth_tracker' ",
+             tracker, " must be below growth_interval ", options.growth_interval);
+  options_ = options;
+  state_ = ScaleState{s, tracker, std::min(overflows, options.hysteresis)};
+  steps_ = steps;
+  per_optimizer_.clear();
+}
+
+void GradScaler::set_warning_handler(std::function<void(const std::string&)> handler) {
+  warn_ = std::move(handler);
+}
+
+}  // namespace mixp::amp
