@@ -22,4 +22,7 @@ int run_convert(const ConvertOptions& options, std::FILE* in, std::FILE* out);
 /// Prints the table of every format.
 int run_formats(std::FILE* out);
 
+/// Prints the autocast policy of every op: name, policy, output dtype rule.
+int run_amp_policy(std::FILE* out);
+
 }  // namespace mixp::cli
