@@ -29,6 +29,7 @@
 // Errors are thrown as mixp::Error (mixp/error.h); the library never exits or aborts.
 #pragma once
 
+#include "mixp/amp/autocast.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/autograd.h"
 #include "mixp/convert.h"

@@ -71,7 +71,7 @@ enum class OpKind : uint16_t {
 // clang-format on
 inline constexpr int kOpKindCount = int(OpKind::count);
 
-/// What autocast does with an op's floating inputs (mixp/amp, from the mixed-precision issue).
+/// What autocast does with an op's floating inputs (mixp/amp/autocast.h).
 enum class CastPolicy : uint8_t {
   lower_precision,  ///< inputs cast to the autocast dtype; fp32 accumulation; low-precision output
   fp32_compute,     ///< inputs widened to fp32; output fp32 or the input's dtype (fp32_output)
@@ -85,6 +85,10 @@ struct OpInfo {
   const char* name;
   CastPolicy policy;
   bool fp32_output;  ///< for fp32_compute: the result is fp32 (losses, reductions)
+  /// For banned: the op (or recipe) to use instead, named in the error. To ban an op, set its
+  /// row's policy to banned and say here what is safe, e.g. PyTorch bans binary_cross_entropy
+  /// under autocast with "binary_cross_entropy_with_logits".
+  const char* alternative = nullptr;
 };
 
 const OpInfo& op_info(OpKind kind);

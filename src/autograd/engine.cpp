@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "mixp/amp/autocast.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 #include "tensor/element.h"
@@ -154,6 +155,8 @@ void record_cast(const Tensor& in, Tensor& out) {
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   MIXP_ASSERT(roots.size() == grads.size());
   NoGradGuard no_grad;
+  // Backward computes in the dtypes the forward saved; a scope around backward() changes none.
+  amp::Autocast no_autocast(amp::autocast_dtype(), /*enabled=*/false);
 
   // Every node reachable from the roots, and how many edges lead into each.
   std::unordered_map<Node*, std::shared_ptr<Node>> nodes;

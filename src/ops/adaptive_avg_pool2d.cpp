@@ -10,7 +10,9 @@
 
 namespace mixp::ops {
 
-Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
+Tensor adaptive_avg_pool2d(const Tensor& x_in, int64_t out_h, int64_t out_w) {
+  const auto cast = amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x_in});
+  const Tensor& x = cast[0];
   constexpr const char* op = "adaptive_avg_pool2d";
   detail::check_pool_input(op, x);
   MIXP_CHECK(out_h >= 1 && out_w >= 1, op, ": the output size must be at least 1 x 1, got ", out_h,
@@ -25,7 +27,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
     node->input_shape = x.shape();
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -27,6 +27,9 @@ struct AddOp {
 };
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return detail::binary(a, b, AddOp{}); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  const auto cast = amp::autocast_inputs(OpKind::add, {&a, &b});
+  return cast.output(detail::binary(cast[0], cast[1], AddOp{}));
+}
 
 }  // namespace mixp::ops

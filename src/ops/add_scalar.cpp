@@ -23,7 +23,8 @@ struct AddScalarOp {
 }  // namespace
 
 Tensor add_scalar(const Tensor& x, double s) {
-  return detail::unary(x, AddScalarOp{"add_scalar", detail::Saved::nothing, s});
+  const auto cast = amp::autocast_inputs(OpKind::add_scalar, {&x});
+  return cast.output(detail::unary(cast[0], AddScalarOp{"add_scalar", detail::Saved::nothing, s}));
 }
 
 }  // namespace mixp::ops

@@ -9,8 +9,10 @@
 
 namespace mixp::ops {
 
-Tensor avg_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+Tensor avg_pool2d(const Tensor& x_in, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                   int64_t stride_w, int64_t pad_h, int64_t pad_w) {
+  const auto cast = amp::autocast_inputs(OpKind::avg_pool2d, {&x_in});
+  const Tensor& x = cast[0];
   const kernels::Pool2dShape p =
       detail::sliding_pool("avg_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w);
   Tensor y = detail::avg_pool_forward(p, x);
@@ -19,7 +21,7 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t s
     node->input_shape = x.shape();
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -370,8 +370,11 @@ void save_stats(const Stats<Acc>& st, Tensor& mean, Tensor& rstd) {
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
-                  Tensor& running_var, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                  Tensor& running_mean, Tensor& running_var, bool training, double momentum,
+                  double eps) {
+  const auto cast = amp::autocast_inputs(OpKind::batch_norm, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating("batch_norm", x);
   MIXP_CHECK(x.ndim() >= 2, "batch_norm: the input must be [N, C, ...], got ",
              x.shape().to_string());
@@ -439,7 +442,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     node->training = training;
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

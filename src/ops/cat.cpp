@@ -39,7 +39,9 @@ std::shared_ptr<CatBackward> make_cat_node(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-Tensor cat(const std::vector<Tensor>& tensors, int dim_in) {
+Tensor cat(const std::vector<Tensor>& tensors_in, int dim_in) {
+  const auto cast = amp::autocast_inputs(OpKind::cat, tensors_in);
+  const std::vector<Tensor>& tensors = cast.tensors();
   MIXP_CHECK(!tensors.empty(), "cat: needs at least one tensor");
   for (size_t i = 0; i < tensors.size(); ++i) {
     MIXP_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
@@ -76,7 +78,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim_in) {
     node->dim = dim;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

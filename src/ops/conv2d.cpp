@@ -169,7 +169,10 @@ kernels::ConvShape check_and_shape(const Tensor& x, const Tensor& weight, const 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions options) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+              Conv2dOptions options) {
+  const auto cast = amp::autocast_inputs(OpKind::conv2d, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   const kernels::ConvShape s = check_and_shape(x, weight, bias, options);
   const DType out = options.out_dtype.value_or(x.dtype());
   Tensor y;
@@ -185,7 +188,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
     if (bias.defined()) node->bias_dtype = bias.dtype();
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -111,7 +111,10 @@ struct CrossEntropyBackward : autograd::Node {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& o) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
+                     const CrossEntropyOptions& o) {
+  const auto cast = amp::autocast_inputs(OpKind::cross_entropy, {&logits_in, &targets_in});
+  const Tensor &logits = cast[0], &targets = cast[1];
   detail::check_floating("cross_entropy", logits, "logits");
   MIXP_CHECK(logits.ndim() == 2, "cross_entropy: logits must be [N, C], got ",
              logits.shape().to_string());
@@ -146,7 +149,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
     node->count = count;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

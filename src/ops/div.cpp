@@ -24,6 +24,9 @@ struct DivOp {
 };
 }  // namespace
 
-Tensor div(const Tensor& a, const Tensor& b) { return detail::binary(a, b, DivOp{}); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  const auto cast = amp::autocast_inputs(OpKind::div, {&a, &b});
+  return cast.output(detail::binary(cast[0], cast[1], DivOp{}));
+}
 
 }  // namespace mixp::ops

@@ -64,10 +64,12 @@ struct DropoutBackward : autograd::Node {
 
 }  // namespace
 
-Tensor dropout(const Tensor& x, double p, Philox& generator, bool training) {
+Tensor dropout(const Tensor& x_in, double p, Philox& generator, bool training) {
+  const auto cast = amp::autocast_inputs(OpKind::dropout, {&x_in});
+  const Tensor& x = cast[0];
   detail::check_floating("dropout", x);
   MIXP_CHECK(p >= 0.0 && p < 1.0, "dropout: p must be in [0, 1), got ", p);
-  if (!training || p == 0.0) return x;
+  if (!training || p == 0.0) return cast.output(x);
   const PhiloxState rng = generator.state();
   Tensor out = masked_scale("dropout", x, rng, p);
   PhiloxState next = rng;
@@ -78,7 +80,7 @@ Tensor dropout(const Tensor& x, double p, Philox& generator, bool training) {
     node->p = p;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

@@ -81,7 +81,9 @@ struct EmbeddingBackward : autograd::Node {
 
 }  // namespace
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
+  const auto cast = amp::autocast_inputs(OpKind::embedding, {&weight_in, &indices_in});
+  const Tensor &weight = cast[0], &indices = cast[1];
   detail::check_floating("embedding", weight, "weight");
   MIXP_CHECK(weight.ndim() == 2, "embedding: weight must be [V, D], got ",
              weight.shape().to_string());
@@ -117,7 +119,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     node->weight_dtype = weight.dtype();
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

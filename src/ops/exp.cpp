@@ -20,6 +20,9 @@ struct ExpOp {
 };
 }  // namespace
 
-Tensor exp(const Tensor& x) { return detail::unary(x, ExpOp{}); }
+Tensor exp(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::exp, {&x});
+  return cast.output(detail::unary(cast[0], ExpOp{}));
+}
 
 }  // namespace mixp::ops

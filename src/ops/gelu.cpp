@@ -22,6 +22,9 @@ struct GeluOp {
 };
 }  // namespace
 
-Tensor gelu(const Tensor& x) { return detail::unary(x, GeluOp{}); }
+Tensor gelu(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::gelu, {&x});
+  return cast.output(detail::unary(cast[0], GeluOp{}));
+}
 
 }  // namespace mixp::ops

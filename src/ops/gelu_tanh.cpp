@@ -24,6 +24,9 @@ struct GeluTanhOp {
 };
 }  // namespace
 
-Tensor gelu_tanh(const Tensor& x) { return detail::unary(x, GeluTanhOp{}); }
+Tensor gelu_tanh(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::gelu_tanh, {&x});
+  return cast.output(detail::unary(cast[0], GeluTanhOp{}));
+}
 
 }  // namespace mixp::ops

@@ -206,7 +206,9 @@ void check_affine(const Tensor& x, const Tensor& t, const char* what) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const auto cast = amp::autocast_inputs(OpKind::layer_norm, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating("layer_norm", x);
   MIXP_CHECK(x.ndim() >= 1 && x.size(-1) >= 1,
              "layer_norm: the input must be [..., C] with C >= 1, got ", x.shape().to_string());
@@ -240,7 +242,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     node->has_bias = bias.defined();
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -39,8 +39,10 @@ struct LinearBackward : autograd::Node {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               std::optional<DType> out_dtype) {
+  const auto cast = amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating("linear", x, "input");
   detail::check_floating("linear", weight, "weight");
   detail::check_same_dtype("linear", x, weight);
@@ -69,7 +71,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (bias.defined()) node->bias_dtype = bias.dtype();
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -20,6 +20,9 @@ struct LogOp {
 };
 }  // namespace
 
-Tensor log(const Tensor& x) { return detail::unary(x, LogOp{}); }
+Tensor log(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::log, {&x});
+  return cast.output(detail::unary(cast[0], LogOp{}));
+}
 
 }  // namespace mixp::ops

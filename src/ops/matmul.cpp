@@ -88,16 +88,18 @@ Tensor product(const char* op, const Tensor& a, const Tensor& b, std::optional<D
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
-  return product("matmul", a, b, out_dtype);
+  const auto cast = amp::autocast_inputs(OpKind::matmul, {&a, &b});
+  return cast.output(product("matmul", cast[0], cast[1], out_dtype));
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, std::optional<DType> out_dtype) {
+  const auto cast = amp::autocast_inputs(OpKind::bmm, {&a, &b});
   MIXP_CHECK(
       a.defined() && b.defined() && a.ndim() == 3 && b.ndim() == 3 && a.shape()[0] == b.shape()[0],
       "bmm: needs a [B, M, K] and b [B, K, N], got ",
       a.defined() ? a.shape().to_string() : "undefined", " and ",
       b.defined() ? b.shape().to_string() : "undefined");
-  return product("bmm", a, b, out_dtype);
+  return cast.output(product("bmm", cast[0], cast[1], out_dtype));
 }
 
 }  // namespace mixp::ops

@@ -74,7 +74,9 @@ Tensor argmax(const Tensor& x, int dim_in, bool keepdim) {
   return index.view(detail::reduced_shape(x.shape(), {dim}, keepdim)).detach();
 }
 
-Tensor max(const Tensor& x, int dim_in, bool keepdim) {
+Tensor max(const Tensor& x_in, int dim_in, bool keepdim) {
+  const auto cast = amp::autocast_inputs(OpKind::max, {&x_in});
+  const Tensor& x = cast[0];
   detail::check_floating("max", x);
   const int dim = x.shape().normalize_dim(dim_in, "max");
   Tensor index = argmax_kept("max", x, dim);
@@ -98,7 +100,7 @@ Tensor max(const Tensor& x, int dim_in, bool keepdim) {
     node->index = index;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

@@ -32,8 +32,10 @@ struct MaxPoolBackward : autograd::Node {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
+Tensor max_pool2d(const Tensor& x_in, int64_t kernel_h, int64_t kernel_w, int64_t stride_h,
                   int64_t stride_w, int64_t pad_h, int64_t pad_w) {
+  const auto cast = amp::autocast_inputs(OpKind::max_pool2d, {&x_in});
+  const Tensor& x = cast[0];
   const kernels::Pool2dShape p =
       detail::sliding_pool("max_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w);
   const Shape shape = detail::pooled_shape(x, p);
@@ -52,7 +54,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel_h, int64_t kernel_w, int64_t s
     node->index = index;
     autograd::set_history(y, node);
   }
-  return y;
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

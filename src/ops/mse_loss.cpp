@@ -41,7 +41,9 @@ struct MseBackward : autograd::Node {
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
+Tensor mse_loss(const Tensor& prediction_in, const Tensor& target_in) {
+  const auto cast = amp::autocast_inputs(OpKind::mse_loss, {&prediction_in, &target_in});
+  const Tensor &prediction = cast[0], &target = cast[1];
   detail::check_floating("mse_loss", prediction, "prediction");
   detail::check_floating("mse_loss", target, "target");
   detail::check_same_dtype("mse_loss", prediction, target);
@@ -62,7 +64,7 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
     node->target = autograd::SavedTensor(target);
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

@@ -25,6 +25,9 @@ struct MulOp {
 };
 }  // namespace
 
-Tensor mul(const Tensor& a, const Tensor& b) { return detail::binary(a, b, MulOp{}); }
+Tensor mul(const Tensor& a, const Tensor& b) {
+  const auto cast = amp::autocast_inputs(OpKind::mul, {&a, &b});
+  return cast.output(detail::binary(cast[0], cast[1], MulOp{}));
+}
 
 }  // namespace mixp::ops

@@ -23,7 +23,8 @@ struct MulScalarOp {
 }  // namespace
 
 Tensor mul_scalar(const Tensor& x, double s) {
-  return detail::unary(x, MulScalarOp{"mul_scalar", detail::Saved::nothing, s});
+  const auto cast = amp::autocast_inputs(OpKind::mul_scalar, {&x});
+  return cast.output(detail::unary(cast[0], MulScalarOp{"mul_scalar", detail::Saved::nothing, s}));
 }
 
 }  // namespace mixp::ops

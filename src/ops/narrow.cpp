@@ -22,7 +22,9 @@ struct NarrowBackward : autograd::Node {
 
 }  // namespace
 
-Tensor narrow(const Tensor& x, int dim_in, int64_t start, int64_t length) {
+Tensor narrow(const Tensor& x_in, int dim_in, int64_t start, int64_t length) {
+  const auto cast = amp::autocast_inputs(OpKind::narrow, {&x_in});
+  const Tensor& x = cast[0];
   MIXP_CHECK(x.defined(), "narrow: the input is undefined");
   MIXP_CHECK(x.ndim() >= 1, "narrow: needs at least one dimension, got a scalar");
   const int dim = x.shape().normalize_dim(dim_in, "narrow");
@@ -41,7 +43,7 @@ Tensor narrow(const Tensor& x, int dim_in, int64_t start, int64_t length) {
     node->start = start;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

@@ -21,6 +21,9 @@ struct NegOp {
 };
 }  // namespace
 
-Tensor neg(const Tensor& x) { return detail::unary(x, NegOp{}); }
+Tensor neg(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::neg, {&x});
+  return cast.output(detail::unary(cast[0], NegOp{}));
+}
 
 }  // namespace mixp::ops

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "kernels/elementwise.h"
+#include "mixp/amp/autocast.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"

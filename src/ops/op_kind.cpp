@@ -5,6 +5,8 @@ namespace {
 
 using enum CastPolicy;
 constexpr OpInfo kOps[] = {
+    // add, sub, mul, div, cat: promote, the counterpart of PyTorch's native type promotion
+    // (PyTorch lists only cat among these; the others promote without autocast there).
     {OpKind::add, "add", promote, false},
     {OpKind::sub, "sub", promote, false},
     {OpKind::mul, "mul", promote, false},
@@ -24,12 +26,17 @@ constexpr OpInfo kOps[] = {
     {OpKind::gelu_tanh, "gelu_tanh", keep, false},
     {OpKind::silu, "silu", keep, false},
     {OpKind::sum, "sum", fp32_compute, true},
+    // Not in PyTorch's lists (its mean accumulates in fp32 and keeps the dtype); fp32 here, as
+    // sum, since means feed losses and statistics.
     {OpKind::mean, "mean", fp32_compute, true},
     {OpKind::max, "max", keep, false},
     {OpKind::matmul, "matmul", lower_precision, false},
     {OpKind::linear, "linear", lower_precision, false},
     {OpKind::bmm, "bmm", lower_precision, false},
+    // Probabilities in [0, 1] need relative precision only, which bf16 has; an fp32 result would
+    // double the output softmax saves for backward. (PyTorch returns fp32.)
     {OpKind::softmax, "softmax", fp32_compute, false},
+    // Log-probabilities are large negative numbers whose small differences losses need: fp32.
     {OpKind::log_softmax, "log_softmax", fp32_compute, true},
     {OpKind::cross_entropy, "cross_entropy", fp32_compute, true},
     {OpKind::mse_loss, "mse_loss", fp32_compute, true},
@@ -43,11 +50,20 @@ constexpr OpInfo kOps[] = {
     {OpKind::scaled_dot_product_attention, "scaled_dot_product_attention", lower_precision, false},
     {OpKind::conv2d, "conv2d", lower_precision, false},
     {OpKind::max_pool2d, "max_pool2d", keep, false},
+    // A mean of a window, rounded once: the result is as exact in the input dtype as a cast of
+    // an fp32 result would be, and the next layer (a conv) takes the input dtype anyway.
     {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false},
+    // As avg_pool2d: a windowed mean rounded once; its consumer is a linear or conv layer.
     {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false},
     // Normalizations compute their statistics in fp32 inside whatever the input dtype, and
     // return the input's dtype: the next op consumes the activation in the compute dtype.
+    // No op is banned now. To ban one, give its row the policy banned and the safe op as a
+    // fifth field (OpInfo::alternative), e.g. {.., banned, false,
+    // "binary_cross_entropy_with_logits"}.
+    // Its output feeds a linear layer, which casts to the compute dtype: returning fp32 (as
+    // PyTorch does) would only add a cast and double the activation.
     {OpKind::layer_norm, "layer_norm", fp32_compute, false},
+    // Its output feeds a conv; statistics and running stats stay fp32 inside the op.
     {OpKind::batch_norm, "batch_norm", fp32_compute, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");

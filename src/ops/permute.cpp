@@ -52,7 +52,9 @@ struct PermuteBackward : autograd::Node {
 
 }  // namespace
 
-Tensor permute(const Tensor& x, std::vector<int> order) {
+Tensor permute(const Tensor& x_in, std::vector<int> order) {
+  const auto cast = amp::autocast_inputs(OpKind::permute, {&x_in});
+  const Tensor& x = cast[0];
   MIXP_CHECK(x.defined(), "permute: the input is undefined");
   MIXP_CHECK(int(order.size()) == x.ndim(), "permute: order has ", order.size(),
              " entries for a tensor of shape ", x.shape().to_string());
@@ -68,17 +70,19 @@ Tensor permute(const Tensor& x, std::vector<int> order) {
     for (size_t i = 0; i < order.size(); ++i) node->inverse[size_t(order[i])] = int(i);
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
-Tensor transpose(const Tensor& x, int dim0, int dim1) {
+Tensor transpose(const Tensor& x_in, int dim0, int dim1) {
+  const auto cast = amp::autocast_inputs(OpKind::transpose, {&x_in});
+  const Tensor& x = cast[0];
   MIXP_CHECK(x.defined(), "transpose: the input is undefined");
   const int a = x.shape().normalize_dim(dim0, "transpose"),
             b = x.shape().normalize_dim(dim1, "transpose");
   std::vector<int> order(size_t(x.ndim()));
   for (int d = 0; d < x.ndim(); ++d) order[size_t(d)] = d;
   std::swap(order[size_t(a)], order[size_t(b)]);
-  return permute(x, order);
+  return cast.output(permute(x, order));
 }
 
 }  // namespace mixp::ops

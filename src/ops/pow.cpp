@@ -22,7 +22,8 @@ struct PowOp {
 }  // namespace
 
 Tensor pow(const Tensor& x, double exponent) {
-  return detail::unary(x, PowOp{"pow_scalar", detail::Saved::input, exponent});
+  const auto cast = amp::autocast_inputs(OpKind::pow_scalar, {&x});
+  return cast.output(detail::unary(cast[0], PowOp{"pow_scalar", detail::Saved::input, exponent}));
 }
 
 }  // namespace mixp::ops

@@ -20,6 +20,9 @@ struct ReluOp {
 };
 }  // namespace
 
-Tensor relu(const Tensor& x) { return detail::unary(x, ReluOp{}); }
+Tensor relu(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::relu, {&x});
+  return cast.output(detail::unary(cast[0], ReluOp{}));
+}
 
 }  // namespace mixp::ops

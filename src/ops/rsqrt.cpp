@@ -20,6 +20,9 @@ struct RsqrtOp {
 };
 }  // namespace
 
-Tensor rsqrt(const Tensor& x) { return detail::unary(x, RsqrtOp{}); }
+Tensor rsqrt(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::rsqrt, {&x});
+  return cast.output(detail::unary(cast[0], RsqrtOp{}));
+}
 
 }  // namespace mixp::ops

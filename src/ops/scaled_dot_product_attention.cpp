@@ -250,8 +250,11 @@ struct AttentionBackward : autograd::Node {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool causal) {
+  const auto cast =
+      amp::autocast_inputs(OpKind::scaled_dot_product_attention, {&q_in, &k_in, &v_in});
+  const Tensor &q = cast[0], &k = cast[1], &v = cast[2];
   constexpr const char* op = "scaled_dot_product_attention";
   detail::check_floating(op, q, "query");
   detail::check_floating(op, k, "key");
@@ -291,7 +294,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     node->d = d;
     autograd::set_history(out, node);
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

@@ -20,6 +20,9 @@ struct SigmoidOp {
 };
 }  // namespace
 
-Tensor sigmoid(const Tensor& x) { return detail::unary(x, SigmoidOp{}); }
+Tensor sigmoid(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::sigmoid, {&x});
+  return cast.output(detail::unary(cast[0], SigmoidOp{}));
+}
 
 }  // namespace mixp::ops

@@ -21,6 +21,9 @@ struct SiluOp {
 };
 }  // namespace
 
-Tensor silu(const Tensor& x) { return detail::unary(x, SiluOp{}); }
+Tensor silu(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::silu, {&x});
+  return cast.output(detail::unary(cast[0], SiluOp{}));
+}
 
 }  // namespace mixp::ops

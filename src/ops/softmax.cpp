@@ -109,7 +109,14 @@ Tensor softmax_impl(const char* op, const Tensor& x, int dim_in, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int dim) { return softmax_impl("softmax", x, dim, false); }
-Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl("log_softmax", x, dim, true); }
+Tensor softmax(const Tensor& x, int dim) {
+  const auto cast = amp::autocast_inputs(OpKind::softmax, {&x});
+  return cast.output(softmax_impl("softmax", cast[0], dim, false));
+}
+
+Tensor log_softmax(const Tensor& x, int dim) {
+  const auto cast = amp::autocast_inputs(OpKind::log_softmax, {&x});
+  return cast.output(softmax_impl("log_softmax", cast[0], dim, true));
+}
 
 }  // namespace mixp::ops

@@ -27,7 +27,9 @@ struct SplitBackward : autograd::Node {
 
 }  // namespace
 
-std::vector<Tensor> split(const Tensor& x, int64_t size, int dim_in) {
+std::vector<Tensor> split(const Tensor& x_in, int64_t size, int dim_in) {
+  const auto cast = amp::autocast_inputs(OpKind::split, {&x_in});
+  const Tensor& x = cast[0];
   MIXP_CHECK(x.defined(), "split: the input is undefined");
   MIXP_CHECK(x.ndim() >= 1, "split: needs at least one dimension, got a scalar");
   MIXP_CHECK(size >= 1, "split: the chunk size must be at least 1, got ", size);
@@ -51,7 +53,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int dim_in) {
     node->dim = dim;
     for (size_t c = 0; c < out.size(); ++c) autograd::set_history(out[c], node, uint32_t(c));
   }
-  return out;
+  return cast.output(out);
 }
 
 }  // namespace mixp::ops

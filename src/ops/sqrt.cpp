@@ -20,6 +20,9 @@ struct SqrtOp {
 };
 }  // namespace
 
-Tensor sqrt(const Tensor& x) { return detail::unary(x, SqrtOp{}); }
+Tensor sqrt(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::sqrt, {&x});
+  return cast.output(detail::unary(cast[0], SqrtOp{}));
+}
 
 }  // namespace mixp::ops

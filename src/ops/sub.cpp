@@ -27,6 +27,9 @@ struct SubOp {
 };
 }  // namespace
 
-Tensor sub(const Tensor& a, const Tensor& b) { return detail::binary(a, b, SubOp{}); }
+Tensor sub(const Tensor& a, const Tensor& b) {
+  const auto cast = amp::autocast_inputs(OpKind::sub, {&a, &b});
+  return cast.output(detail::binary(cast[0], cast[1], SubOp{}));
+}
 
 }  // namespace mixp::ops

@@ -124,11 +124,13 @@ Tensor reduce(const char* op, const Tensor& x, const std::vector<int>& dims_in, 
 }  // namespace
 
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
-  return reduce("sum", x, dims, keepdim, false);
+  const auto cast = amp::autocast_inputs(OpKind::sum, {&x});
+  return cast.output(reduce("sum", cast[0], dims, keepdim, false));
 }
 
 Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
-  return reduce("mean", x, dims, keepdim, true);
+  const auto cast = amp::autocast_inputs(OpKind::mean, {&x});
+  return cast.output(reduce("mean", cast[0], dims, keepdim, true));
 }
 
 }  // namespace mixp::ops

@@ -20,6 +20,9 @@ struct TanhOp {
 };
 }  // namespace
 
-Tensor tanh(const Tensor& x) { return detail::unary(x, TanhOp{}); }
+Tensor tanh(const Tensor& x) {
+  const auto cast = amp::autocast_inputs(OpKind::tanh, {&x});
+  return cast.output(detail::unary(cast[0], TanhOp{}));
+}
 
 }  // namespace mixp::ops

@@ -9,6 +9,7 @@
 
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/cpu.h"
+#include "mixp/op_kind.h"
 #include "mixp/runtime.h"
 #include "support/vectors.h"
 
@@ -306,6 +307,20 @@ TEST_F(Cli, FormatsPrintsEveryFormat) {
   EXPECT_NE(r.out.find("65504"), std::string::npos);
   EXPECT_NE(r.out.find("448"), std::string::npos);
   EXPECT_NE(r.out.find("57344"), std::string::npos);
+}
+
+TEST_F(Cli, AmpPolicyPrintsEveryOp) {
+  const CliResult r = mixp("amp policy");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const OpInfo& op : all_ops()) {
+    // "\n<name> <spaces><policy> "
+    const size_t at = r.out.find(std::string("\n") + op.name + " ");
+    ASSERT_NE(at, std::string::npos) << op.name << "\n" << r.out;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find(std::string(" ") + name_of(op.policy) + " "), std::string::npos) << line;
+  }
+  EXPECT_NE(r.out.find("input dtype (computed in f32)"), std::string::npos);
+  EXPECT_EQ(mixp("amp").status, 2);  // a subcommand is required
 }
 
 TEST_F(Cli, OpenMPWorkersOfTheCliSpinOnlyBriefly) {

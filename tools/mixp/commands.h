@@ -32,4 +32,7 @@ int run_scaler_trace(const ScalerTraceOptions& options, std::FILE* in, std::FILE
 /// Prints the table of every format.
 int run_formats(std::FILE* out);
 
+/// Prints the autocast policy of every op: name, policy, output dtype rule.
+int run_amp_policy(std::FILE* out);
+
 }  // namespace mixp::cli

@@ -53,6 +53,11 @@ int main_checked(int argc, char** argv) {
 
   CLI::App* formats_cmd = app.add_subcommand("formats", "print the table of number formats");
 
+  CLI::App* amp_cmd = app.add_subcommand("amp", "automatic mixed precision");
+  amp_cmd->require_subcommand(1);
+  CLI::App* amp_policy_cmd =
+      amp_cmd->add_subcommand("policy", "print the autocast cast policy of every op");
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -105,6 +110,7 @@ int main_checked(int argc, char** argv) {
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
   if (*trace_cmd) return mixp::cli::run_scaler_trace(trace, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
+  if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {
     bench_step.dtype = mixp::parse_dtype(bench_step_dtype);
