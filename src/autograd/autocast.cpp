@@ -1,3 +1,6 @@
+// Autocast lives with autograd (layer 4), not in amp/: every op consults it when it runs, and
+// the backward engine turns it off, so it must sit below them. Its public header stays
+// mixp/amp/autocast.h, with the rest of mixed precision.
 #include "mixp/amp/autocast.h"
 
 #include <array>
