@@ -1,5 +1,7 @@
 #include "mixp/optim/master_weights.h"
 
+#include <unordered_set>
+
 #include "mixp/error.h"
 #include "tensor/tensor_impl.h"
 
@@ -25,6 +27,11 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> parameters, dou
                  precision == Precision::kahan,
              "optimizer: unknown precision ", int(precision));
   set_learning_rate(lr);
+  std::unordered_set<const TensorImpl*> seen;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    MIXP_CHECK(seen.insert(parameters_[i].impl()).second, "optimizer: parameter ", i,
+               " appears twice in the list; it would be updated twice per step");
+  }
   masters_.resize(parameters_.size());
   compensations_.resize(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {

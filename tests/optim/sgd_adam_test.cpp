@@ -234,6 +234,7 @@ TEST(OptimizerOptions, BadValuesGiveErrorsWithTheValue) {
   expect_error_mentioning([&] { ok.set_learning_rate(-7); }, "-7");
   Tensor not_a_leaf = test::parameter({1.0}, DType::f32).detach();
   expect_error_mentioning([&] { optim::Sgd({not_a_leaf}); }, "leaf");
+  expect_error_mentioning([&] { optim::Adam({p, p}); }, "twice");
   Tensor integers = from_values({1.0}, Shape{1}, DType::i32);
   EXPECT_THROW(optim::Sgd({integers}), Error);
 }
