@@ -1,0 +1,60 @@
+// mixp/optim/adam.h — Adam (Kingma and Ba, 2015), as torch.optim.Adam.
+//
+// For each parameter w with gradient g, on its t-th update (t counts from 1, per parameter),
+// in fp32 (f64 for f64 parameters), with PyTorch's names:
+//
+//   g = g + weight_decay * w                        (L2 penalty: coupled to the moments)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   w = w - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//
+// The bias corrections are computed in double once per parameter and step, as PyTorch does.
+// The moments m and v are fp32 (f64 for f64 parameters), tagged MemoryTag::optimizer_state.
+// For decoupled weight decay use AdamW (mixp/optim/adamw.h). bf16 and f16 parameters are
+// updated through an fp32 master copy unless options.precision says otherwise
+// (mixp/optim/master_weights.h). AMSGrad is not offered.
+//
+// Example:
+//
+//   mixp::optim::Adam opt(params, {.lr = 3e-4, .betas = {0.9, 0.95}});
+//   loss.backward();
+//   opt.step();
+//   opt.zero_grad();
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "mixp/optim/master_weights.h"
+
+namespace mixp::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};  ///< each in [0, 1)
+  double eps = 1e-8;                           ///< >= 0
+  double weight_decay = 0.0;                   ///< >= 0
+  Precision precision = Precision::master_fp32;
+  PhiloxState rounding{};  ///< for Precision::stochastic_rounding
+};
+
+class Adam : public MasterWeightOptimizer {
+ public:
+  /// Throws mixp::Error naming the offending value for options PyTorch rejects.
+  Adam(std::vector<Tensor> parameters, const AdamOptions& options = {});
+
+  void step() override;
+  const AdamOptions& options() const { return options_; }
+  /// First and second moments of parameter i.
+  const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
+  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
+  /// Updates parameter i has had (PyTorch's per-parameter "step").
+  int64_t parameter_steps(size_t i) const { return parameter_steps_.at(i); }
+
+ private:
+  AdamOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> parameter_steps_;
+};
+
+}  // namespace mixp::optim

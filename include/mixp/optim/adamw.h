@@ -1,0 +1,55 @@
+// mixp/optim/adamw.h — Adam with decoupled weight decay (Loshchilov and Hutter, 2019), as
+// torch.optim.AdamW.
+//
+// As Adam (mixp/optim/adam.h), except that the weight decay does not go through the gradient
+// and the moments: each update first shrinks the weight,
+//
+//   w = w * (1 - lr * weight_decay)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   w = w - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//
+// PyTorch's default weight_decay for AdamW is 0.01.
+//
+// Example:
+//
+//   mixp::optim::AdamW opt(params, {.lr = 6e-4, .betas = {0.9, 0.95}, .weight_decay = 0.1});
+//   loss.backward();
+//   opt.step();
+//   opt.zero_grad();
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "mixp/optim/master_weights.h"
+
+namespace mixp::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};  ///< each in [0, 1)
+  double eps = 1e-8;                           ///< >= 0
+  double weight_decay = 1e-2;                  ///< >= 0, decoupled
+  Precision precision = Precision::master_fp32;
+  PhiloxState rounding{};  ///< for Precision::stochastic_rounding
+};
+
+class AdamW : public MasterWeightOptimizer {
+ public:
+  /// Throws mixp::Error naming the offending value for options PyTorch rejects.
+  AdamW(std::vector<Tensor> parameters, const AdamWOptions& options = {});
+
+  void step() override;
+  const AdamWOptions& options() const { return options_; }
+  const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
+  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
+  int64_t parameter_steps(size_t i) const { return parameter_steps_.at(i); }
+
+ private:
+  AdamWOptions options_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> parameter_steps_;
+};
+
+}  // namespace mixp::optim

@@ -1,0 +1,56 @@
+// mixp/optim/sgd.h — stochastic gradient descent with momentum, as torch.optim.SGD.
+//
+// For each parameter w with gradient g, in fp32 (f64 for f64 parameters), with PyTorch's names:
+//
+//   d = g + weight_decay * w
+//   if momentum != 0:
+//     b = d on the first step of w, else momentum * b + (1 - dampening) * d
+//     d = nesterov ? d + momentum * b : b
+//   w = w - lr * d
+//
+// The momentum buffer b is fp32 (f64 for f64 parameters), tagged MemoryTag::optimizer_state,
+// allocated at construction when momentum != 0. bf16 and f16 parameters are updated through
+// an fp32 master copy unless options.precision says otherwise (mixp/optim/master_weights.h).
+// set_learning_rate() changes lr for the following steps.
+//
+// Example:
+//
+//   mixp::optim::Sgd opt(params, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+//   loss.backward();
+//   opt.step();
+//   opt.zero_grad();
+#pragma once
+
+#include <vector>
+
+#include "mixp/optim/master_weights.h"
+
+namespace mixp::optim {
+
+struct SgdOptions {
+  double lr = 1e-3;  ///< PyTorch 2's default; must be finite and >= 0
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;  ///< L2 penalty added to the gradient
+  bool nesterov = false;      ///< needs momentum > 0 and dampening == 0
+  Precision precision = Precision::master_fp32;
+  PhiloxState rounding{};  ///< for Precision::stochastic_rounding
+};
+
+class Sgd : public MasterWeightOptimizer {
+ public:
+  /// Throws mixp::Error naming the offending value for options PyTorch rejects.
+  Sgd(std::vector<Tensor> parameters, const SgdOptions& options = {});
+
+  void step() override;
+  const SgdOptions& options() const { return options_; }
+  /// The momentum buffer of parameter i (undefined without momentum or before its first step).
+  Tensor momentum_buffer(size_t i) const;
+
+ private:
+  SgdOptions options_;
+  std::vector<Tensor> momentum_;
+  std::vector<bool> started_;
+};
+
+}  // namespace mixp::optim

@@ -1,0 +1,46 @@
+#include "mixp/optim/adamw.h"
+
+#include "mixp/autograd.h"
+#include "optim/adam_update.h"
+
+namespace mixp::optim {
+
+namespace {
+const AdamWOptions& checked(const AdamWOptions& o) {
+  detail::check_adam_options("AdamW", o.eps, o.betas, o.weight_decay);
+  return o;
+}
+}  // namespace
+
+AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
+    : MasterWeightOptimizer(std::move(parameters), options.lr, checked(options).precision,
+                            options.rounding),
+      options_(options) {
+  parameter_steps_.assign(parameters_.size(), 0);
+  for (const Tensor& p : parameters_) {
+    exp_avg_.push_back(zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
+    exp_avg_sq_.push_back(
+        zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
+  }
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  const AdamWOptions& o = options_;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Slot s = slot(i);
+    if (!s.grad.defined()) continue;
+    const int64_t t = ++parameter_steps_[i];
+    if (s.param.dtype() == DType::f64) {
+      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas,
+                                  o.eps, o.weight_decay, detail::Decay::decoupled);
+    } else {
+      detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas, o.eps,
+                                 o.weight_decay, detail::Decay::decoupled);
+    }
+    bump_version(i);
+  }
+  ++steps_;
+}
+
+}  // namespace mixp::optim

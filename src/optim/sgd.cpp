@@ -1,0 +1,80 @@
+#include "mixp/optim/sgd.h"
+
+#include <cmath>
+
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+#include "optim/update.h"
+
+namespace mixp::optim {
+
+namespace {
+const SgdOptions& checked(const SgdOptions& o) {
+  MIXP_CHECK(std::isfinite(o.momentum) && o.momentum >= 0.0,
+             "Sgd: momentum must be finite and >= 0, got ", o.momentum);
+  MIXP_CHECK(std::isfinite(o.dampening), "Sgd: dampening must be finite, got ", o.dampening);
+  MIXP_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0.0,
+             "Sgd: weight_decay must be finite and >= 0, got ", o.weight_decay);
+  MIXP_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
+             "Sgd: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum,
+             " and dampening ", o.dampening);
+  return o;
+}
+
+DType state_dtype(const Tensor& p) { return p.dtype() == DType::f64 ? DType::f64 : DType::f32; }
+}  // namespace
+
+Sgd::Sgd(std::vector<Tensor> parameters, const SgdOptions& options)
+    : MasterWeightOptimizer(std::move(parameters), options.lr, checked(options).precision,
+                            options.rounding),
+      options_(options) {
+  momentum_.resize(parameters_.size());
+  started_.assign(parameters_.size(), false);
+  if (options_.momentum == 0.0) return;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Tensor& p = parameters_[i];
+    momentum_[i] = zeros(p.shape(), state_dtype(p), MemoryTag::optimizer_state);
+  }
+}
+
+Tensor Sgd::momentum_buffer(size_t i) const {
+  MIXP_CHECK(i < parameters_.size(), "momentum_buffer: parameter ", i, " of ", parameters_.size());
+  return started_[i] ? momentum_[i] : Tensor();
+}
+
+namespace {
+template <typename C>
+void sgd_update(const MasterWeightOptimizer::Slot& s, Tensor buffer, bool first, double lr_d,
+                const SgdOptions& o) {
+  const C lr = C(lr_d), wd = C(o.weight_decay), mu = C(o.momentum), keep = C(1.0 - o.dampening);
+  const bool nesterov = o.nesterov;
+  C* b = buffer.defined() ? buffer.data<C>() : nullptr;
+  detail::update_parameter<C>(s, [=](int64_t i, C w, C g) {
+    C d = g + wd * w;
+    if (b) {
+      b[i] = first ? d : mu * b[i] + keep * d;
+      d = nesterov ? d + mu * b[i] : b[i];
+    }
+    return w - lr * d;
+  });
+}
+}  // namespace
+
+void Sgd::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Slot s = slot(i);
+    if (!s.grad.defined()) continue;
+    const bool first = !started_[i];
+    if (s.param.dtype() == DType::f64) {
+      sgd_update<double>(s, momentum_[i], first, learning_rate(), options_);
+    } else {
+      sgd_update<float>(s, momentum_[i], first, learning_rate(), options_);
+    }
+    if (momentum_[i].defined()) started_[i] = true;
+    bump_version(i);
+  }
+  ++steps_;
+}
+
+}  // namespace mixp::optim
