@@ -1,0 +1,63 @@
+#include "mixp/amp/presets.h"
+
+#include "mixp/error.h"
+
+namespace mixp::amp {
+namespace {
+
+using optim::Precision;
+constexpr Preset kPresets[] = {
+    {"fp32", DType::f32, std::nullopt, Precision::master_fp32, LossScaling::none},
+    {"amp-bf16", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none},
+    {"amp-fp16", DType::f32, DType::f16, Precision::master_fp32, LossScaling::dynamic},
+    {"bf16", DType::bf16, DType::bf16, Precision::master_fp32, LossScaling::none},
+    {"fp16", DType::f16, DType::f16, Precision::master_fp32, LossScaling::dynamic},
+    {"bf16-sr", DType::bf16, DType::bf16, Precision::stochastic_rounding, LossScaling::none},
+};
+
+}  // namespace
+
+std::span<const Preset> all_presets() { return kPresets; }
+
+const Preset& preset(std::string_view name) {
+  std::string known;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return p;
+    known += std::string(known.empty() ? "" : ", ") + p.name;
+  }
+  MIXP_CHECK(false, "unknown precision preset '", name, "'; known presets: ", known);
+  return kPresets[0];  // unreachable
+}
+
+std::vector<Tensor> Preset::cast_parameters(const std::vector<Tensor>& parameters,
+                                            const std::vector<bool>& keep_fp32) const {
+  MIXP_CHECK(keep_fp32.empty() || keep_fp32.size() == parameters.size(), "preset ", name,
+             ": ", keep_fp32.size(), " keep_fp32 flags for ", parameters.size(), " parameters");
+  std::vector<Tensor> out;
+  out.reserve(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = parameters[i];
+    MIXP_CHECK(p.defined() && is_floating(p.dtype()), "preset ", name, ": parameter ", i,
+               " is not a floating tensor");
+    const bool keep = !keep_fp32.empty() && keep_fp32[i];
+    if (keep || p.dtype() == parameter_dtype) {
+      out.push_back(p);
+      continue;
+    }
+    Tensor cast = empty(p.shape(), parameter_dtype, MemoryTag::parameter);
+    cast.copy_(p);  // rounds to nearest even
+    out.push_back(cast.set_requires_grad(true));
+  }
+  return out;
+}
+
+Autocast Preset::autocast() const {
+  return Autocast(compute_dtype.value_or(DType::bf16), compute_dtype.has_value());
+}
+
+GradScaler Preset::make_scaler(GradScalerOptions options) const {
+  options.enabled = loss_scaling == LossScaling::dynamic;
+  return GradScaler(options);
+}
+
+}  // namespace mixp::amp
