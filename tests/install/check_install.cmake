@@ -33,4 +33,6 @@ if(NOT DEFINED ENV{OMP_WAIT_POLICY} AND NOT DEFINED ENV{GOMP_SPINCOUNT}
    AND NOT last_error MATCHES "GOMP_SPINCOUNT = '10000'")
   message(FATAL_ERROR "an installed-package program does not limit OpenMP spinning:\n${last_error}")
 endif()
+run(${MIXP_WORK_DIR}/build/amp_training)
+message(STATUS "amp_training printed:\n${last_output}")
 file(REMOVE_RECURSE ${MIXP_WORK_DIR})
