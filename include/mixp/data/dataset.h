@@ -1,0 +1,130 @@
+// mixp/data/dataset.h — the data sets mixp trains on, and the loader that batches them.
+//
+// Two kinds: image classification from IDX files (MNIST, Fashion-MNIST: plain or .gz), and
+// character-level text from any file. A loader yields batches in an order shuffled with a
+// seed (Philox); its position is state that a checkpoint saves, so a resumed run sees the same
+// batches.
+//
+// Example:
+//
+//   auto data = mixp::data::load_idx_classification("/usr/share/datasets/fashion-mnist");
+//   mixp::data::ImageLoader loader(data.train, {.batch_size = 64, .seed = 0});
+//   while (auto batch = loader.next()) {          // one epoch
+//     // batch->x: f32 [64, 1, 28, 28], normalized; batch->y: i64 [64]
+//   }
+//
+//   auto text = mixp::data::load_char_text("kjv.txt", {.validation_fraction = 0.1});
+//   mixp::data::TextLoader lm(text.train_tokens, {.batch_size = 16, .context = 256, .seed = 0});
+//   auto b = lm.next();                           // x, y: i64 [16, 256], y is x shifted by one
+//
+// Bad data gets mixp::Error naming the file and the problem: a missing file, a wrong magic
+// number, a truncated file, a label out of range, an empty text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixp/random.h"
+#include "mixp/tensor.h"
+
+namespace mixp::data {
+
+/// Images [N, 1, H, W] as u8 and labels [N] as i64, as read from IDX files.
+struct ImageSet {
+  Tensor images;  ///< u8 [N, 1, H, W]
+  Tensor labels;  ///< i64 [N], each in [0, classes)
+  int64_t classes = 0;
+};
+
+struct ImageClassification {
+  ImageSet train, test;
+  std::string directory;
+};
+
+/// Reads train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
+/// t10k-labels-idx1-ubyte (each plain or with .gz) from `directory`. `classes` labels are
+/// allowed (labels >= classes are an error).
+ImageClassification load_idx_classification(const std::string& directory, int64_t classes = 10);
+
+/// One IDX file: its dimensions and its u8 data (only the unsigned-byte type, 0x08).
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+IdxArray read_idx(const std::string& path);
+
+/// Character-level text: a vocabulary from the training split, and the splits as tokens.
+struct CharText {
+  std::string vocabulary;     ///< sorted characters; token i is vocabulary[i]
+  Tensor train_tokens;        ///< i64 [n_train]
+  Tensor validation_tokens;   ///< i64 [n_val]; characters unseen in training are an error
+  std::string path;
+};
+
+struct CharTextOptions {
+  double validation_fraction = 0.1;  ///< the last fraction of the file, by position
+};
+CharText load_char_text(const std::string& path, const CharTextOptions& options = {});
+
+struct Batch {
+  Tensor x;  ///< images: f32 [B, 1, H, W]; text: i64 [B, T]
+  Tensor y;  ///< labels i64 [B]; text: i64 [B, T], the next characters
+};
+
+/// The position of a loader in its data: all a checkpoint needs to resume it.
+struct LoaderState {
+  PhiloxState rng;      ///< the shuffle's generator
+  int64_t epoch = 0;    ///< epochs completed
+  int64_t position = 0; ///< samples already served in this epoch
+};
+
+struct ImageLoaderOptions {
+  int64_t batch_size = 64;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  double mean = 0.0;  ///< normalization: x = (pixel / 255 - mean) / std
+  double std = 1.0;
+};
+
+class ImageLoader {
+ public:
+  ImageLoader(const ImageSet& set, const ImageLoaderOptions& options);
+  /// The next batch of this epoch, or nothing at the end of it (then the next call starts the
+  /// next epoch, reshuffled).
+  std::optional<Batch> next();
+  int64_t batches_per_epoch() const;
+  const LoaderState& state() const { return state_; }
+  void set_state(const LoaderState& state);
+
+ private:
+  void reshuffle();
+  const ImageSet* set_;
+  ImageLoaderOptions options_;
+  LoaderState state_;
+  std::vector<int64_t> order_;
+};
+
+struct TextLoaderOptions {
+  int64_t batch_size = 16;
+  int64_t context = 256;
+  uint64_t seed = 0;
+};
+
+/// Random windows of context + 1 tokens (nanoGPT's get_batch), from the Philox generator.
+class TextLoader {
+ public:
+  TextLoader(const Tensor& tokens, const TextLoaderOptions& options);
+  Batch next();
+  const LoaderState& state() const { return state_; }
+  void set_state(const LoaderState& state);
+
+ private:
+  Tensor tokens_;
+  TextLoaderOptions options_;
+  LoaderState state_;
+};
+
+}  // namespace mixp::data

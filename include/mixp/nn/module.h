@@ -1,0 +1,79 @@
+// mixp/nn/module.h — the base of every layer and model.
+//
+// A module owns named parameters (trained), named buffers (state that is not trained, such as
+// batch norm's running statistics) and named children; names join with '.', as PyTorch's
+// state_dict, so that a mixp model's tensors carry the names of the equivalent PyTorch module.
+// Parameters are stored in the module and handed out as pointers, so a precision preset can
+// replace them with low-precision copies in place (Module::cast_parameters).
+//
+// Example:
+//
+//   mixp::nn::Linear fc(mixp::nn::LinearOptions(784, 10));
+//   for (auto& [name, p] : fc.named_parameters()) std::cout << name << "\n";  // weight, bias
+//   fc.train(false);                    // evaluation mode, for dropout and batch norm
+//   mixp::Tensor y = fc.forward(x);
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixp/tensor.h"
+
+namespace mixp::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// Every parameter, recursively, by its dotted name, in registration order.
+  std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  std::vector<Tensor> parameters();
+  /// Every buffer, recursively, by its dotted name.
+  std::vector<std::pair<std::string, Tensor*>> named_buffers();
+  /// For each parameter of named_parameters(): whether it belongs to a normalization layer
+  /// (the bf16 and fp16 presets keep those in fp32).
+  std::vector<bool> norm_parameter_flags();
+
+  /// Training (true) or evaluation (false) mode, for this module and its children.
+  void train(bool training = true);
+  bool is_training() const { return training_; }
+
+  /// The module's name in PyTorch's print style, with its options, and its children's.
+  virtual std::string pretty_print(int indent = 0) const;
+
+ protected:
+  /// Registers a parameter (made a leaf that requires grad, tagged MemoryTag::parameter).
+  Tensor& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+  /// True for LayerNorm and BatchNorm2d.
+  virtual bool is_norm() const { return false; }
+  virtual std::string type_name() const = 0;
+  virtual void on_mode_change() {}
+
+ private:
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
+                          std::vector<bool>* norms);
+  void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
+
+  // unique_ptr keeps each Tensor at a fixed address while more are registered.
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/// Replaces each parameter of `module` with `new_values[i]` (same shape; for example the
+/// low-precision copies a preset made), in named_parameters() order.
+void replace_parameters(Module& module, const std::vector<Tensor>& new_values);
+
+}  // namespace mixp::nn
