@@ -1,9 +1,14 @@
 // oneDNN convolution, forward, backward-data and backward-weights (the 2.x API: an op desc,
 // then a primitive desc). The primitives choose their own (blocked) layouts; the PyTorch-layout
-// buffers of mixp are reordered in and out, which is exact. oneDNN caches primitives, so a
-// shape seen before is a lookup.
+// buffers of mixp are reordered in and out, which is exact. Building a primitive descriptor
+// runs oneDNN's implementation search, as costly as a small convolution; a training step
+// repeats the same shapes, so each pass's descriptor and primitive are kept per shape.
 #include <algorithm>
+#include <cstring>
 #include <dnnl.hpp>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dnnl_runtime.h"
@@ -75,6 +80,50 @@ void check_input(DType in) {
               "oneDNN convolution on ", name_of(in));
 }
 
+struct ConvKey {
+  ConvShape shape;
+  DType in;
+  friend bool operator==(const ConvKey& a, const ConvKey& b) {
+    return std::memcmp(&a.shape, &b.shape, sizeof(ConvShape)) == 0 && a.in == b.in;
+  }
+};
+struct ConvKeyHash {
+  size_t operator()(const ConvKey& k) const {
+    const int64_t* v = reinterpret_cast<const int64_t*>(&k.shape);
+    size_t h = size_t(k.in);
+    for (size_t i = 0; i < sizeof(ConvShape) / sizeof(int64_t); ++i)
+      h = h * 1000003u ^ size_t(v[i]);
+    return h;
+  }
+};
+static_assert(sizeof(ConvShape) % sizeof(int64_t) == 0, "ConvShape must be int64 fields only");
+
+template <typename PrimitiveDesc, typename Primitive>
+struct Cached {
+  PrimitiveDesc pd;
+  Primitive primitive;
+};
+
+// The descriptor and primitive of one pass for a shape, made by `make` the first time.
+template <typename PrimitiveDesc, typename Primitive, typename Make>
+std::shared_ptr<const Cached<PrimitiveDesc, Primitive>> cached(const ConvShape& s, DType in,
+                                                               Make make) {
+  static std::mutex mutex;
+  static std::unordered_map<ConvKey, std::shared_ptr<const Cached<PrimitiveDesc, Primitive>>,
+                            ConvKeyHash>
+      cache;
+  constexpr size_t kMaxEntries = 256;
+  const ConvKey key{s, in};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  PrimitiveDesc pd = make();
+  auto entry = std::make_shared<const Cached<PrimitiveDesc, Primitive>>(
+      Cached<PrimitiveDesc, Primitive>{pd, Primitive(pd)});
+  cache.emplace(key, entry);
+  return entry;
+}
+
 void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
   MIXP_ASSERT(false, "oneDNN convolution ", pass, " failed (", e.what(), ") for x [", s.n, ", ",
               s.c, ", ", s.h, ", ", s.w, "], weight [", s.o, ", ", s.c / s.groups, ", ", s.kh, ", ",
@@ -91,15 +140,17 @@ void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    const auto pd = forward_pd(g, t, r);
+    const auto c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
+        s, in, [&] { return forward_pd(g, t, r); });
+    const auto& pd = c->pd;
     dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
     dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
     dnnl::memory y_user({g.dst, dt::f32, tag::nchw}, r.engine, y);
     dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
     dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
     dnnl::memory y_mem = output_as(y_user, pd.dst_desc(), r);
-    dnnl::convolution_forward(pd).execute(
-        r.stream, {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}});
+    c->primitive.execute(r.stream,
+                         {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}});
     finish_output(y_mem, y_user, r);
     r.stream.wait();
   } catch (const dnnl::error& e) {
@@ -115,18 +166,23 @@ void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, con
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    const auto hint = forward_pd(g, t, r);
-    const dnnl::convolution_backward_data::desc d(
-        dnnl::algorithm::convolution_direct, any(g.src, dt::f32), any(g.weights, t), any(g.dst, t),
-        g.strides, g.dilates, g.pad_l, g.pad_r);
-    const dnnl::convolution_backward_data::primitive_desc pd(d, r.engine, hint);
+    const auto c =
+        cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
+            s, in, [&] {
+              const dnnl::convolution_backward_data::desc d(
+                  dnnl::algorithm::convolution_direct, any(g.src, dt::f32), any(g.weights, t),
+                  any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
+              return dnnl::convolution_backward_data::primitive_desc(d, r.engine,
+                                                                     forward_pd(g, t, r));
+            });
+    const auto& pd = c->pd;
     dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
     dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
     dnnl::memory dx_user({g.src, dt::f32, tag::nchw}, r.engine, dx);
     dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
     dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
     dnnl::memory dx_mem = output_as(dx_user, pd.diff_src_desc(), r);
-    dnnl::convolution_backward_data(pd).execute(
+    c->primitive.execute(
         r.stream,
         {{DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}});
     finish_output(dx_mem, dx_user, r);
@@ -147,18 +203,21 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    const auto hint = forward_pd(g, t, r);
-    const dnnl::convolution_backward_weights::desc d(
-        dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32), any(g.dst, t),
-        g.strides, g.dilates, g.pad_l, g.pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd(d, r.engine, hint);
+    const auto c = cached<dnnl::convolution_backward_weights::primitive_desc,
+                          dnnl::convolution_backward_weights>(s, in, [&] {
+      const dnnl::convolution_backward_weights::desc d(
+          dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32),
+          any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
+      return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
+    });
+    const auto& pd = c->pd;
     dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
     dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
     dnnl::memory dw_user({g.weights, dt::f32, g.weights_tag}, r.engine, dweight);
     dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
     dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
     dnnl::memory dw_mem = output_as(dw_user, pd.diff_weights_desc(), r);
-    dnnl::convolution_backward_weights(pd).execute(
+    c->primitive.execute(
         r.stream,
         {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_DIFF_WEIGHTS, dw_mem}});
     finish_output(dw_mem, dw_user, r);
