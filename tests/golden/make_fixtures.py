@@ -662,6 +662,41 @@ def write_transformer():
     return path
 
 
+def lstm_model(name, input_size, hidden_size, num_layers, batch, steps):
+    g = generator(name)
+    lstm = nn.LSTM(input_size, hidden_size, num_layers=num_layers, batch_first=True,
+                   dtype=torch.float64)
+    with torch.no_grad():
+        for _, p in lstm.named_parameters():  # random everywhere, in named_parameters() order
+            p.copy_(normal(g, tuple(p.shape), 0.5))
+    x = normal(g, (batch, steps, input_size)).requires_grad_(True)
+    grad_out = normal(g, (batch, steps, hidden_size))
+    params = {n: p.detach().clone() for n, p in lstm.named_parameters()}
+    out, _ = lstm(x)
+    out.backward(grad_out)
+    return {"name": name,
+            "config": {"input_size": input_size, "hidden_size": hidden_size,
+                       "num_layers": num_layers, "bias": True, "batch_first": True},
+            "params": {n: tensor_json(t) for n, t in params.items()},
+            "x": tensor_json(x), "out": tensor_json(out), "grad_out": tensor_json(grad_out),
+            "grad_x": tensor_json(x.grad),
+            "grads": {n: tensor_json(p.grad) for n, p in lstm.named_parameters()}}
+
+
+def write_lstm():
+    path = os.path.join(OUT_DIR, "lstm.json")
+    header = {"format": FORMAT_VERSION, "group": "lstm",
+              "description": "torch.nn.LSTM, batch_first, f64: output and the gradients of "
+                             "the input and every parameter for a given upstream gradient",
+              "generator": "tests/golden/make_fixtures.py", "torch": torch.__version__}
+    models = [lstm_model("lstm/1-layer", 3, 4, 1, 2, 5), lstm_model("lstm/2-layer", 3, 4, 2, 2, 5)]
+    with open(path, "w") as f:
+        f.write("{\"meta\":" + json.dumps(header, allow_nan=False) + ",\n\"models\":[\n")
+        f.write(",\n".join(json.dumps(m, separators=(",", ":"), allow_nan=False) for m in models))
+        f.write("\n]}\n")
+    return path
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     groups = [
@@ -677,6 +712,7 @@ def main():
     ]
     paths = [write_group(group, desc, fn()) for group, desc, fn in groups]
     paths.append(write_transformer())
+    paths.append(write_lstm())
     total = 0
     for p in paths:
         size = os.path.getsize(p)

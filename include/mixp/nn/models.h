@@ -14,6 +14,21 @@
 //                                .width = 128, .context = 128};
 //   std::unique_ptr<mixp::nn::Model> model = mixp::nn::make_model(config, /*seed=*/0);
 //   mixp::Tensor logits = model->forward(tokens);       // [B, T, vocab]
+//
+// Parameter names (as the equivalent PyTorch module's state_dict; shapes PyTorch's layouts):
+//   mlp   fc1.{weight,bias}, fc2.{weight,bias}, fc3.{weight,bias}
+//   cnn   features = Sequential(conv, bn, relu, pool, conv, bn, relu, pool), classifier =
+//         Sequential(fc, relu, fc): features.0.{weight,bias}, features.1.{weight,bias},
+//         features.4.{weight,bias}, features.5.{weight,bias}, classifier.0.{weight,bias},
+//         classifier.2.{weight,bias}; buffers features.{1,5}.{running_mean,running_var,
+//         num_batches_tracked}
+//   lstm  embedding.weight, lstm.{weight_ih,weight_hh,bias_ih,bias_hh}_l{k}, head.{weight,bias}
+//   gpt   nanoGPT's: transformer.wte.weight, transformer.wpe.weight,
+//         transformer.h.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.{weight,bias},
+//         transformer.ln_f.{weight,bias}. lm_head is tied to transformer.wte.weight and, as in
+//         nanoGPT's named_parameters(), not listed again.
+// Initial values come from Philox stream 0 of the seed, dropout masks from stream 1
+// (Model::generator()).
 #pragma once
 
 #include <memory>
@@ -34,15 +49,26 @@ struct ModelConfig {
   int heads = 6;             ///< gpt
   int64_t width = 384;       ///< gpt embedding width, lstm hidden size
   int64_t context = 256;     ///< language models: the longest sequence
+  /// gpt: after the embeddings and on both residual branches (nanoGPT's drop, resid_dropout and
+  /// mlp dropout); lstm: on the embeddings and on the LSTM's output. In [0, 1).
   double dropout = 0.0;
 };
 
-class Model : public Module {
+class Model : public UnaryModule {
  public:
   /// Classifiers: x f32 [N, 1, H, W] -> logits [N, classes]. Language models: tokens i64
   /// [B, T] -> logits [B, T, vocab].
-  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor forward(const Tensor& x) override = 0;
   virtual Task task() const = 0;
+  virtual const ModelConfig& config() const = 0;
+
+  /// The generator of the model's dropout masks: Philox stream 1 of the model's seed (initial
+  /// values come from stream 0). It advances with every mask, so its state belongs in a
+  /// checkpoint; set_state() restores it.
+  Philox& generator() { return *generator_; }
+
+ protected:
+  std::shared_ptr<Philox> generator_ = std::make_shared<Philox>();
 };
 
 /// The model named by config.name, initialized from `seed` (PyTorch's default initialization

@@ -3,8 +3,13 @@
 // A module owns named parameters (trained), named buffers (state that is not trained, such as
 // batch norm's running statistics) and named children; names join with '.', as PyTorch's
 // state_dict, so that a mixp model's tensors carry the names of the equivalent PyTorch module.
-// Parameters are stored in the module and handed out as pointers, so a precision preset can
-// replace them with low-precision copies in place (Module::cast_parameters).
+// Parameters are stored in the module and handed out as pointers, so that a precision preset's
+// low-precision copies can take their place (replace_parameters, below).
+//
+// Every layer takes an options struct with PyTorch's names and defaults, and the generator its
+// initial values are drawn from (mixp/random.h); the one-argument constructors draw from
+// Philox{seed 0}. UnaryModule is a module whose forward maps one tensor to one: what Sequential
+// holds and what Model is.
 //
 // Example:
 //
@@ -19,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixp/random.h"
 #include "mixp/tensor.h"
 
 namespace mixp::nn {
@@ -58,12 +64,16 @@ class Module {
   /// True for LayerNorm and BatchNorm2d.
   virtual bool is_norm() const { return false; }
   virtual std::string type_name() const = 0;
+  /// The options shown inside the parentheses of pretty_print, as PyTorch's extra_repr.
+  virtual std::string extra_repr() const { return ""; }
   virtual void on_mode_change() {}
 
  private:
-  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out,
+  void collect_parameters(const std::string& prefix,
+                          std::vector<std::pair<std::string, Tensor*>>& out,
                           std::vector<bool>* norms);
-  void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
+  void collect_buffers(const std::string& prefix,
+                       std::vector<std::pair<std::string, Tensor*>>& out);
 
   // unique_ptr keeps each Tensor at a fixed address while more are registered.
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_;
@@ -72,8 +82,16 @@ class Module {
   bool training_ = true;
 };
 
+/// A module with one tensor in and one tensor out.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+};
+
 /// Replaces each parameter of `module` with `new_values[i]` (same shape; for example the
-/// low-precision copies a preset made), in named_parameters() order.
+/// low-precision copies a preset made), in named_parameters() order. The new values must be
+/// floating tensors of the old shapes; throws mixp::Error naming the parameter otherwise, and
+/// then changes nothing.
 void replace_parameters(Module& module, const std::vector<Tensor>& new_values);
 
 }  // namespace mixp::nn

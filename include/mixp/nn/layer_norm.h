@@ -1,0 +1,50 @@
+// mixp/nn/layer_norm.h — normalization over the last dimension, as torch.nn.LayerNorm with a
+// one-dimensional normalized_shape.
+//
+// Parameters: weight [C] (ones), bias [C] (zeros), if options.elementwise_affine (bias only if
+// options.bias). Statistics in fp32; a norm layer, so the bf16 and fp16 presets keep its
+// parameters in fp32.
+//
+// Example:
+//
+//   mixp::nn::LayerNorm ln(mixp::nn::LayerNormOptions(384));
+//   mixp::Tensor y = ln.forward(x);                 // x [..., 384]
+#pragma once
+
+#include "mixp/nn/module.h"
+
+namespace mixp::nn {
+
+struct LayerNormOptions {
+  explicit LayerNormOptions(int64_t normalized_shape) : normalized_shape(normalized_shape) {}
+  int64_t normalized_shape;  ///< C, the size of the last dimension
+  double eps = 1e-5;
+  bool elementwise_affine = true;  ///< with weight (and bias)
+  bool bias = true;                ///< with a bias, when elementwise_affine
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(const LayerNormOptions& options);
+
+  /// x [..., C] -> the same shape and dtype.
+  Tensor forward(const Tensor& x) override;
+  void reset();
+
+  const LayerNormOptions& options() const { return options_; }
+  Tensor& weight() { return *weight_; }
+  Tensor& bias() { return *bias_; }
+
+ protected:
+  bool is_norm() const override { return true; }
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+ private:
+  LayerNormOptions options_;
+  Tensor none_;
+  Tensor* weight_ = &none_;
+  Tensor* bias_ = &none_;
+};
+
+}  // namespace mixp::nn

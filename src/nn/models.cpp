@@ -1,0 +1,282 @@
+#include "mixp/nn/models.h"
+
+#include <cmath>
+
+#include "mixp/error.h"
+#include "mixp/nn/activation.h"
+#include "mixp/nn/batch_norm.h"
+#include "mixp/nn/conv2d.h"
+#include "mixp/nn/dropout.h"
+#include "mixp/nn/embedding.h"
+#include "mixp/nn/layer_norm.h"
+#include "mixp/nn/linear.h"
+#include "mixp/nn/lstm.h"
+#include "mixp/nn/pooling.h"
+#include "mixp/nn/sequential.h"
+#include "mixp/nn/transformer.h"
+#include "mixp/ops.h"
+
+namespace mixp::nn {
+namespace {
+
+// Philox streams of a model's seed.
+constexpr uint64_t kInitStream = 0;
+constexpr uint64_t kDropoutStream = 1;
+
+std::string shape_of(const Tensor& x) {
+  return x.defined() ? x.shape().to_string() + " " + name_of(x.dtype()) : "an undefined tensor";
+}
+
+/// A named group of modules without a forward: nanoGPT's ModuleDict and ModuleList.
+class Container : public Module {
+ public:
+  explicit Container(std::string type) : type_(std::move(type)) {}
+  template <typename M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> module) {
+    return register_module(name, std::move(module));
+  }
+
+ protected:
+  std::string type_name() const override { return type_; }
+
+ private:
+  std::string type_;
+};
+
+class ModelBase : public Model {
+ public:
+  ModelBase(const ModelConfig& config, uint64_t seed) : config_(config) {
+    generator_ = std::make_shared<Philox>(PhiloxState{seed, kDropoutStream, 0});
+  }
+  const ModelConfig& config() const override { return config_; }
+
+ protected:
+  ModelConfig config_;
+};
+
+class ClassifierBase : public ModelBase {
+ public:
+  using ModelBase::ModelBase;
+  Task task() const override { return Task::classification; }
+
+ protected:
+  void check_images(const char* model, const Tensor& x) const {
+    const int64_t s = config_.image_size;
+    MIXP_CHECK(x.defined() && is_floating(x.dtype()) && x.ndim() == 4 && x.size(0) >= 1 &&
+                   x.size(1) == 1 && x.size(2) == s && x.size(3) == s,
+               model, ": expected floating images [N, 1, ", s, ", ", s, "], got ", shape_of(x));
+  }
+};
+
+class LanguageModelBase : public ModelBase {
+ public:
+  using ModelBase::ModelBase;
+  Task task() const override { return Task::language_model; }
+
+ protected:
+  void check_tokens(const char* model, const Tensor& x) const {
+    MIXP_CHECK(x.defined() && x.dtype() == DType::i64 && x.ndim() == 2 && x.size(0) >= 1 &&
+                   x.size(1) >= 1 && x.size(1) <= config_.context,
+               model, ": expected i64 tokens [B, T] with 1 <= T <= context = ", config_.context,
+               ", got ", shape_of(x));
+  }
+};
+
+// ---- mlp: fc1, fc2, fc3 ----
+
+class MlpModel : public ClassifierBase {
+ public:
+  MlpModel(const ModelConfig& config, uint64_t seed) : ClassifierBase(config, seed) {
+    Philox rng(PhiloxState{seed, kInitStream, 0});
+    const int64_t in = config.image_size * config.image_size;
+    fc1_ = register_module("fc1", std::make_shared<Linear>(LinearOptions(in, 1024), rng));
+    fc2_ = register_module("fc2", std::make_shared<Linear>(LinearOptions(1024, 1024), rng));
+    fc3_ =
+        register_module("fc3", std::make_shared<Linear>(LinearOptions(1024, config.classes), rng));
+  }
+
+  Tensor forward(const Tensor& x) override {
+    check_images("mlp", x);
+    const Tensor h = x.reshape({x.size(0), -1});
+    return fc3_->forward(ops::relu(fc2_->forward(ops::relu(fc1_->forward(h)))));
+  }
+
+ protected:
+  std::string type_name() const override { return "MLP"; }
+
+ private:
+  std::shared_ptr<Linear> fc1_, fc2_, fc3_;
+};
+
+// ---- cnn: features (Sequential of 8), classifier (Sequential of 3) ----
+
+class CnnModel : public ClassifierBase {
+ public:
+  CnnModel(const ModelConfig& config, uint64_t seed) : ClassifierBase(config, seed) {
+    MIXP_CHECK(config.image_size % 4 == 0, "cnn: image_size must be a multiple of 4, got ",
+               config.image_size);
+    Philox rng(PhiloxState{seed, kInitStream, 0});
+    features_ = register_module("features", std::make_shared<Sequential>());
+    for (const auto& [in, out] : {std::pair<int64_t, int64_t>{1, 32}, {32, 64}}) {
+      features_->push_back(
+          std::make_shared<Conv2d>(Conv2dOptions(in, out, 3).with_padding(1), rng));
+      features_->push_back(std::make_shared<BatchNorm2d>(BatchNorm2dOptions(out)));
+      features_->push_back(std::make_shared<ReLU>());
+      features_->push_back(std::make_shared<MaxPool2d>(MaxPool2dOptions(2)));
+    }
+    const int64_t side = config.image_size / 4;
+    classifier_ = register_module("classifier", std::make_shared<Sequential>());
+    classifier_->push_back(std::make_shared<Linear>(LinearOptions(64 * side * side, 128), rng));
+    classifier_->push_back(std::make_shared<ReLU>());
+    classifier_->push_back(std::make_shared<Linear>(LinearOptions(128, config.classes), rng));
+  }
+
+  Tensor forward(const Tensor& x) override {
+    check_images("cnn", x);
+    const Tensor f = features_->forward(x);
+    return classifier_->forward(f.reshape({f.size(0), -1}));
+  }
+
+ protected:
+  std::string type_name() const override { return "CNN"; }
+
+ private:
+  std::shared_ptr<Sequential> features_, classifier_;
+};
+
+// ---- lstm: embedding, lstm, head ----
+
+class LstmModel : public LanguageModelBase {
+ public:
+  LstmModel(const ModelConfig& config, uint64_t seed) : LanguageModelBase(config, seed) {
+    Philox rng(PhiloxState{seed, kInitStream, 0});
+    embedding_ = register_module(
+        "embedding",
+        std::make_shared<Embedding>(EmbeddingOptions(config.vocab, config.width), rng));
+    LSTMOptions o(config.width, config.width);
+    o.num_layers = config.layers;
+    o.batch_first = true;
+    lstm_ = register_module("lstm", std::make_shared<LSTM>(o, rng));
+    head_ = register_module(
+        "head", std::make_shared<Linear>(LinearOptions(config.width, config.vocab), rng));
+    drop_ = register_module("drop",
+                            std::make_shared<Dropout>(DropoutOptions(config.dropout), generator_));
+  }
+
+  Tensor forward(const Tensor& x) override {
+    check_tokens("lstm", x);
+    const Tensor e = drop_->forward(embedding_->forward(x));
+    return head_->forward(drop_->forward(lstm_->forward(e)));
+  }
+
+ protected:
+  std::string type_name() const override { return "LSTMLanguageModel"; }
+
+ private:
+  std::shared_ptr<Embedding> embedding_;
+  std::shared_ptr<LSTM> lstm_;
+  std::shared_ptr<Linear> head_;
+  std::shared_ptr<Dropout> drop_;
+};
+
+// ---- gpt: nanoGPT ----
+
+class GptModel : public LanguageModelBase {
+ public:
+  GptModel(const ModelConfig& config, uint64_t seed) : LanguageModelBase(config, seed) {
+    MIXP_CHECK(config.width % config.heads == 0, "gpt: width (", config.width,
+               ") must be a multiple of heads (", config.heads, ")");
+    Philox rng(PhiloxState{seed, kInitStream, 0});
+    TransformerBlockOptions o;
+    o.n_embd = config.width;
+    o.n_head = config.heads;
+    o.dropout = config.dropout;
+    auto transformer = register_module("transformer", std::make_shared<Container>("ModuleDict"));
+    wte_ = transformer->add(
+        "wte", std::make_shared<Embedding>(EmbeddingOptions(config.vocab, config.width), rng));
+    wpe_ = transformer->add(
+        "wpe", std::make_shared<Embedding>(EmbeddingOptions(config.context, config.width), rng));
+    drop_ = transformer->add("drop",
+                             std::make_shared<Dropout>(DropoutOptions(config.dropout), generator_));
+    auto h = transformer->add("h", std::make_shared<Container>("ModuleList"));
+    for (int i = 0; i < config.layers; ++i) {
+      blocks_.push_back(
+          h->add(std::to_string(i), std::make_shared<TransformerBlock>(o, rng, generator_)));
+    }
+    ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(LayerNormOptions(config.width)));
+    init_gpt2(seed);
+  }
+
+  Tensor forward(const Tensor& x) override {
+    check_tokens("gpt", x);
+    const int64_t t = x.size(1);
+    Tensor h = drop_->forward(ops::add(wte_->forward(x), wpe_->forward(arange(t, DType::i64))));
+    for (const auto& block : blocks_) h = block->forward(h);
+    // lm_head is tied: the token embedding, without a bias.
+    return ops::linear(ln_f_->forward(h), wte_->weight());
+  }
+
+ protected:
+  std::string type_name() const override { return "GPT"; }
+
+ private:
+  // nanoGPT's _init_weights: Linear weights and embeddings N(0, 0.02), biases 0, LayerNorm
+  // weight 1 and bias 0, then every c_proj.weight N(0, 0.02 / sqrt(2 n_layer)). Drawn in
+  // named_parameters() order from stream 0, after the layers' default init.
+  void init_gpt2(uint64_t seed) {
+    Philox rng(PhiloxState{seed, kInitStream, uint64_t(1) << 60});
+    const double proj_std = 0.02 / std::sqrt(2.0 * config_.layers);
+    const auto names = named_parameters();
+    const auto norms = norm_parameter_flags();
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& name = names[i].first;
+      Tensor& p = *names[i].second;
+      const bool is_bias = name.ends_with(".bias");
+      if (norms[i]) {
+        p.fill_(is_bias ? 0.0 : 1.0);
+      } else if (is_bias) {
+        p.fill_(0.0);
+      } else if (name.ends_with("c_proj.weight")) {
+        p.copy_(randn(p.shape(), rng, proj_std));
+      } else {
+        p.copy_(randn(p.shape(), rng, 0.02));
+      }
+    }
+  }
+
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::shared_ptr<Dropout> drop_;
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> ln_f_;
+};
+
+void check_config(const ModelConfig& c) {
+  MIXP_CHECK(c.dropout >= 0 && c.dropout < 1, "model ", c.name, ": dropout must be in [0, 1), got ",
+             c.dropout);
+  if (c.name == "mlp" || c.name == "cnn") {
+    MIXP_CHECK(c.classes >= 1 && c.image_size >= 1, "model ", c.name,
+               ": classes and image_size must be at least 1, got ", c.classes, " and ",
+               c.image_size);
+  } else {
+    MIXP_CHECK(c.vocab >= 1 && c.layers >= 1 && c.width >= 1 && c.context >= 1, "model ", c.name,
+               ": vocab, layers, width and context must be at least 1, got ", c.vocab, ", ",
+               c.layers, ", ", c.width, " and ", c.context);
+    MIXP_CHECK(c.name != "gpt" || c.heads >= 1, "model gpt: heads must be at least 1, got ",
+               c.heads);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
+  MIXP_CHECK(
+      config.name == "mlp" || config.name == "cnn" || config.name == "lstm" || config.name == "gpt",
+      "unknown model '", config.name, "'; known models: mlp, cnn, lstm, gpt");
+  check_config(config);
+  if (config.name == "mlp") return std::make_unique<MlpModel>(config, seed);
+  if (config.name == "cnn") return std::make_unique<CnnModel>(config, seed);
+  if (config.name == "lstm") return std::make_unique<LstmModel>(config, seed);
+  return std::make_unique<GptModel>(config, seed);
+}
+
+}  // namespace mixp::nn
