@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev     # tests
   libbenchmark-dev              # micro-benchmarks
   dataset-fashion-mnist         # the default data set, in /usr/share/datasets
+  bible-kjv                     # the default text corpus: scripts/make-kjv.sh
 )
 
 missing=()

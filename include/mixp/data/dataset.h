@@ -21,6 +21,7 @@
 // number, a truncated file, a label out of range, an empty text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,14 +58,16 @@ IdxArray read_idx(const std::string& path);
 
 /// Character-level text: a vocabulary from the training split, and the splits as tokens.
 struct CharText {
-  std::string vocabulary;     ///< sorted characters; token i is vocabulary[i]
-  Tensor train_tokens;        ///< i64 [n_train]
-  Tensor validation_tokens;   ///< i64 [n_val]; characters unseen in training are an error
+  std::string vocabulary;    ///< distinct bytes, sorted as unsigned; token i is vocabulary[i]
+  Tensor train_tokens;       ///< i64 [n_train]
+  Tensor validation_tokens;  ///< i64 [n_val]; characters unseen in training are an error
   std::string path;
 };
 
 struct CharTextOptions {
-  double validation_fraction = 0.1;  ///< the last fraction of the file, by position
+  /// The last fraction of the file, by position, in [0, 1): the first floor(n * (1 - f)) bytes
+  /// train (nanoGPT's split). With f > 0 both splits must be non-empty.
+  double validation_fraction = 0.1;
 };
 CharText load_char_text(const std::string& path, const CharTextOptions& options = {});
 
@@ -73,11 +76,24 @@ struct Batch {
   Tensor y;  ///< labels i64 [B]; text: i64 [B, T], the next characters
 };
 
+/// The Philox streams of the loaders (seed = the loader's seed).
+inline constexpr uint64_t kImageShuffleStream = 0x1d0a;
+inline constexpr uint64_t kTextWindowStream = 0x7e47;
+
 /// The position of a loader in its data: all a checkpoint needs to resume it.
+///
+/// ImageLoader: `rng` is where the current epoch's shuffle draws its words, {seed,
+/// kImageShuffleStream, epoch * 2 * (N - 1)}: Fisher-Yates takes two words (one 64-bit draw) per
+/// step, so epoch e's order is a function of (seed, e) alone. `position` counts the samples of
+/// this epoch already served.
+/// TextLoader: `rng` is {seed, kTextWindowStream, 2 * windows drawn}; `position` counts the
+/// windows drawn and `epoch` stays 0 (windows are drawn with replacement).
 struct LoaderState {
-  PhiloxState rng;      ///< the shuffle's generator
-  int64_t epoch = 0;    ///< epochs completed
-  int64_t position = 0; ///< samples already served in this epoch
+  PhiloxState rng;       ///< the generator
+  int64_t epoch = 0;     ///< epochs completed
+  int64_t position = 0;  ///< samples already served in this epoch
+
+  friend bool operator==(const LoaderState&, const LoaderState&) = default;
 };
 
 struct ImageLoaderOptions {
@@ -89,6 +105,9 @@ struct ImageLoaderOptions {
   double std = 1.0;
 };
 
+/// Batches of an ImageSet, in an order reshuffled every epoch (or in file order without shuffle).
+/// The last batch of an epoch is smaller unless drop_last. Holds handles to the set's tensors,
+/// so the set may be a temporary.
 class ImageLoader {
  public:
   ImageLoader(const ImageSet& set, const ImageLoaderOptions& options);
@@ -97,14 +116,17 @@ class ImageLoader {
   std::optional<Batch> next();
   int64_t batches_per_epoch() const;
   const LoaderState& state() const { return state_; }
+  /// Resumes at a state saved from a loader over the same set and options: the batches that
+  /// follow are those the saved loader would have served.
   void set_state(const LoaderState& state);
 
  private:
   void reshuffle();
-  const ImageSet* set_;
+  ImageSet set_;
   ImageLoaderOptions options_;
   LoaderState state_;
   std::vector<int64_t> order_;
+  std::array<float, 256> table_{};  ///< normalized value of each pixel byte
 };
 
 struct TextLoaderOptions {
@@ -117,6 +139,7 @@ struct TextLoaderOptions {
 class TextLoader {
  public:
   TextLoader(const Tensor& tokens, const TextLoaderOptions& options);
+  /// batch_size windows starting at uniform positions in [0, n - context - 1].
   Batch next();
   const LoaderState& state() const { return state_; }
   void set_state(const LoaderState& state);

@@ -1,0 +1,93 @@
+// Character-level text: bytes as tokens, the vocabulary from the training split alone.
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "mixp/data/dataset.h"
+#include "mixp/error.h"
+
+namespace mixp::data {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  MIXP_CHECK(std::filesystem::is_regular_file(path, ec), path,
+             ": no such file (or not a regular file)");
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  MIXP_CHECK(file != nullptr, path, ": cannot open: ", std::strerror(errno));
+  std::string text;
+  constexpr size_t kChunk = size_t(1) << 20;
+  for (;;) {
+    const size_t old_size = text.size();
+    text.resize(old_size + kChunk);
+    const size_t got = std::fread(text.data() + old_size, 1, kChunk, file);
+    text.resize(old_size + got);
+    if (got < kChunk) break;
+  }
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  MIXP_CHECK(!failed, path, ": read error");
+  return text;
+}
+
+std::string describe_byte(unsigned char byte) {
+  char text[32];
+  if (byte >= 0x20 && byte < 0x7f) {
+    std::snprintf(text, sizeof text, "'%c' (0x%02X)", byte, unsigned(byte));
+  } else {
+    std::snprintf(text, sizeof text, "0x%02X", unsigned(byte));
+  }
+  return text;
+}
+
+}  // namespace
+
+CharText load_char_text(const std::string& path, const CharTextOptions& options) {
+  const double fraction = options.validation_fraction;
+  MIXP_CHECK(fraction >= 0.0 && fraction < 1.0, "load_char_text: ", path,
+             ": validation_fraction must be in [0, 1), got ", fraction);
+  const std::string text = read_file(path);
+  const int64_t n = int64_t(text.size());
+  MIXP_CHECK(n > 0, path, ": the text is empty");
+  // As nanoGPT: the first floor(n * (1 - fraction)) characters train, the rest validate.
+  const int64_t n_train = int64_t(std::floor(double(n) * (1.0 - fraction)));
+  const int64_t n_val = n - n_train;
+  MIXP_CHECK(n_train > 0 && (fraction == 0.0 || n_val > 0), path, ": ", n,
+             " bytes are too short to split into training and validation with "
+             "validation_fraction ",
+             fraction, " (", n_train, " and ", n_val, " bytes)");
+
+  std::array<bool, 256> seen{};
+  for (int64_t i = 0; i < n_train; ++i) seen[static_cast<unsigned char>(text[size_t(i)])] = true;
+  CharText result;
+  result.path = path;
+  std::array<int64_t, 256> token{};
+  token.fill(-1);
+  for (int byte = 0; byte < 256; ++byte) {
+    if (!seen[size_t(byte)]) continue;
+    token[size_t(byte)] = int64_t(result.vocabulary.size());
+    result.vocabulary.push_back(static_cast<char>(byte));
+  }
+
+  result.train_tokens = empty({n_train}, DType::i64, MemoryTag::data);
+  result.validation_tokens = empty({n_val}, DType::i64, MemoryTag::data);
+  int64_t* train = result.train_tokens.data<int64_t>();
+  int64_t* val = result.validation_tokens.data<int64_t>();
+  for (int64_t i = 0; i < n_train; ++i) {
+    train[i] = token[static_cast<unsigned char>(text[size_t(i)])];
+  }
+  for (int64_t i = 0; i < n_val; ++i) {
+    const auto byte = static_cast<unsigned char>(text[size_t(n_train + i)]);
+    MIXP_CHECK(token[byte] >= 0, path, ": byte ", describe_byte(byte), " at position ", n_train + i,
+               " of the validation split does not occur in the training split (the "
+               "first ",
+               n_train, " bytes), so it has no token");
+    val[i] = token[byte];
+  }
+  return result;
+}
+
+}  // namespace mixp::data
