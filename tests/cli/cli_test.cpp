@@ -343,5 +343,42 @@ TEST_F(Cli, HelpExitsWithZero) {
   EXPECT_NE(r.out.find("convert"), std::string::npos);
 }
 
+// ---- train and compare: argument errors, found before any model or data is loaded ----
+
+TEST_F(Cli, TrainArgumentErrorsExitWithStatus2AndAMessage) {
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"train", "--model"},
+      {"train --model cnn --epochs 1 --steps 5", "excludes"},
+      {"train --model resnet", "unknown model 'resnet'"},
+      {"train --model cnn --precision fp33", "fp33"},
+      {"train --model cnn --steps 0", "--steps must be at least 1"},
+      {"train --model cnn --batch -3", "--batch"},
+      {"train --model cnn --data /nonexistent/mixp", "no IDX data set at /nonexistent/mixp"},
+      {"train --model gpt --data /nonexistent/kjv.txt", "no text at /nonexistent/kjv.txt"},
+      {"compare --model cnn", "--precisions"},
+      {"compare --model cnn --precisions fp32,nope", "nope"},
+      {"compare --model cnn --precisions fp32,,bf16", "empty name"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = mixp(c.args + " --out '" + (dir_ / "run").string() + "'");
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos)
+        << c.args << ": expected '" << c.message << "' in: " << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "run")) << c.args << ": nothing is written";
+  }
+}
+
+TEST_F(Cli, TrainHelpListsTheFlags) {
+  const CliResult r = mixp("train --help");
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* flag :
+       {"--model", "--data", "--precision", "--epochs", "--steps", "--batch", "--lr", "--seed",
+        "--threads", "--out", "--layers", "--heads", "--width", "--context"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
 }  // namespace
 }  // namespace mixp

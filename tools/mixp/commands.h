@@ -7,6 +7,10 @@
 #include <optional>
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace mixp::cli {
 
 struct ConvertOptions {
@@ -34,5 +38,31 @@ int run_formats(std::FILE* out);
 
 /// Prints the autocast policy of every op: name, policy, output dtype rule.
 int run_amp_policy(std::FILE* out);
+
+/// The flags of `mixp train` and `mixp compare`.
+struct TrainCommandOptions {
+  std::string model;
+  std::string data;  ///< empty: the model's default data set
+  std::string precision = "fp32";
+  std::string precisions;  ///< compare: a comma-separated list of presets
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> steps;
+  int64_t batch = 0;  ///< 0: the model's default
+  std::optional<double> lr;
+  uint64_t seed = 0;
+  int threads = 0;  ///< 0: mixp's default
+  std::string out;  ///< empty: runs/<model>-<precision> (train), runs/compare-<model> (compare)
+  int64_t eval_interval = 0;
+  int64_t log_interval = 10;
+  std::optional<int> layers, heads;
+  std::optional<int64_t> width, context;
+};
+/// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
+/// --precision).
+void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
+/// mixp train: progress and the final line to `out`, the run folder to options.out.
+int run_train_command(const TrainCommandOptions& options, std::FILE* out);
+/// mixp compare: each precision into out/<precision>/, then the table to `out`.
+int run_compare_command(const TrainCommandOptions& options, std::FILE* out);
 
 }  // namespace mixp::cli

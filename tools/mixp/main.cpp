@@ -58,6 +58,16 @@ int main_checked(int argc, char** argv) {
   CLI::App* amp_policy_cmd =
       amp_cmd->add_subcommand("policy", "print the autocast cast policy of every op");
 
+  mixp::cli::TrainCommandOptions train;
+  CLI::App* train_cmd =
+      app.add_subcommand("train", "train a model under one precision preset; writes a run folder");
+  mixp::cli::add_train_flags(*train_cmd, train, /*compare=*/false);
+
+  mixp::cli::TrainCommandOptions compare;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "train the same model and seed under several presets; a table and a plot");
+  mixp::cli::add_train_flags(*compare_cmd, compare, /*compare=*/true);
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -110,6 +120,8 @@ int main_checked(int argc, char** argv) {
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
   if (*trace_cmd) return mixp::cli::run_scaler_trace(trace, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
+  if (*train_cmd) return mixp::cli::run_train_command(train, stdout);
+  if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {

@@ -1,0 +1,49 @@
+// mixp/train/run.h — `mixp train` and `mixp compare` on the built-in models and data sets.
+//
+// The model comes from nn::make_model (mlp, cnn: image classifiers; lstm, gpt: character
+// language models), the data from mixp/data:
+//   classifiers       a folder of IDX files (default /usr/share/datasets/fashion-mnist, from
+//                     Debian's dataset-fashion-mnist), normalized with Fashion-MNIST's mean
+//                     0.2860 and standard deviation 0.3530, shuffled by the seed; evaluated on
+//                     the whole test set.
+//   language models   a text file (default data/kjv.txt relative to the working directory,
+//                     which scripts/make-kjv.sh writes from Debian's bible-kjv; the CLI also
+//                     reads the environment variable MIXP_KJV); random windows of `context`
+//                     characters from the first 90%, evaluated on 20 fixed windows of the last
+//                     10%. An epoch of text is train_tokens / (batch * context) steps.
+// A missing data set is a mixp::Error saying how to get it. Everything else is train().
+//
+// Example:
+//
+//   mixp::train::RunConfig config;
+//   config.model.name = "cnn";
+//   config.train = {.precision = "amp-bf16", .epochs = 1, .out_dir = "runs/cnn-bf16"};
+//   mixp::train::TrainResult r = mixp::train::run_train(config);
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mixp/nn/models.h"
+#include "mixp/train/trainer.h"
+
+namespace mixp::train {
+
+struct RunConfig {
+  nn::ModelConfig model;  ///< name and shape; vocab, classes and image size come from the data
+  std::string data{};     ///< a folder of IDX files or a text file; empty: the default
+  int64_t batch = 0;      ///< 0: 64 for classifiers, 16 for language models
+  TrainOptions train{};   ///< model_name is set from model.name
+};
+
+/// The task of a built-in model name; throws mixp::Error listing the names otherwise.
+nn::Task task_of(const std::string& model_name);
+/// The data a run of `model_name` reads when RunConfig::data is empty.
+std::string default_data_path(const std::string& model_name);
+
+/// Trains config.model on config.data under config.train (see train()).
+TrainResult run_train(const RunConfig& config);
+/// compare() of config under each precision, the data loaded once.
+CompareResult run_compare(const RunConfig& config, const std::vector<std::string>& precisions);
+
+}  // namespace mixp::train

@@ -1,0 +1,172 @@
+// The built-in models and data sets behind `mixp train` and `mixp compare`.
+#include "mixp/train/run.h"
+
+#include <filesystem>
+#include <memory>
+
+#include "mixp/amp/presets.h"
+#include "mixp/data/dataset.h"
+#include "mixp/error.h"
+
+namespace mixp::train {
+namespace {
+
+constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+constexpr const char* kKjv = "data/kjv.txt";
+// Fashion-MNIST's pixel statistics (torchvision's usual normalization for it).
+constexpr double kImageMean = 0.2860, kImageStd = 0.3530;
+constexpr int64_t kEvalWindows = 20;
+constexpr uint64_t kEvalSeedOffset = 0x5eed;
+
+class BuiltinModel : public TrainModel {
+ public:
+  explicit BuiltinModel(std::unique_ptr<nn::Model> model) : model_(std::move(model)) {}
+  Tensor forward(const Tensor& x) override { return model_->forward(x); }
+  nn::Task task() const override { return model_->task(); }
+  std::vector<std::pair<std::string, Tensor*>> named_parameters() override {
+    return model_->named_parameters();
+  }
+  std::vector<std::pair<std::string, Tensor*>> named_buffers() override {
+    return model_->named_buffers();
+  }
+  std::vector<bool> norm_parameter_flags() override { return model_->norm_parameter_flags(); }
+  void set_training(bool training) override { model_->train(training); }
+
+ private:
+  std::unique_ptr<nn::Model> model_;
+};
+
+class ImageSource : public DataSource {
+ public:
+  ImageSource(std::shared_ptr<const data::ImageClassification> data, int64_t batch, uint64_t seed)
+      : data_(std::move(data)),
+        batch_(batch),
+        train_(data_->train,
+               {.batch_size = batch, .seed = seed, .mean = kImageMean, .std = kImageStd}) {}
+  std::optional<data::Batch> next_train() override { return train_.next(); }
+  int64_t batches_per_epoch() const override { return train_.batches_per_epoch(); }
+  void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
+    data::ImageLoader test(data_->test, {.batch_size = std::max<int64_t>(batch_, 256),
+                                         .shuffle = false,
+                                         .mean = kImageMean,
+                                         .std = kImageStd});
+    while (auto batch = test.next()) visit(*batch);
+  }
+
+ private:
+  std::shared_ptr<const data::ImageClassification> data_;
+  int64_t batch_;
+  data::ImageLoader train_;
+};
+
+class TextSource : public DataSource {
+ public:
+  TextSource(std::shared_ptr<const data::CharText> text, int64_t batch, int64_t context,
+             uint64_t seed)
+      : text_(std::move(text)),
+        batch_(batch),
+        context_(context),
+        seed_(seed),
+        train_(text_->train_tokens, {.batch_size = batch, .context = context, .seed = seed}) {}
+  std::optional<data::Batch> next_train() override { return train_.next(); }
+  int64_t batches_per_epoch() const override { return 0; }
+  void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
+    data::TextLoader val(
+        text_->validation_tokens,
+        {.batch_size = batch_, .context = context_, .seed = seed_ + kEvalSeedOffset});
+    for (int64_t i = 0; i < kEvalWindows; ++i) visit(val.next());
+  }
+
+ private:
+  std::shared_ptr<const data::CharText> text_;
+  int64_t batch_, context_;
+  uint64_t seed_;
+  data::TextLoader train_;
+};
+
+std::string data_path(const RunConfig& config) {
+  return config.data.empty() ? default_data_path(config.model.name) : config.data;
+}
+
+// Everything a run needs that is loaded once: the data, and the factory of fresh inputs.
+struct Prepared {
+  TrainOptions options;
+  std::function<RunInputs()> make;
+};
+
+Prepared prepare(const RunConfig& config) {
+  const nn::Task task = task_of(config.model.name);
+  (void)amp::preset(config.train.precision);  // an unknown preset fails before loading data
+  MIXP_CHECK(config.batch >= 0, "the batch size must be positive, got ", config.batch);
+  const std::string path = data_path(config);
+  const bool defaulted = config.data.empty();
+  Prepared p;
+  p.options = config.train;
+  p.options.model_name = config.model.name;
+  const uint64_t seed = config.train.seed;
+  if (task == nn::Task::classification) {
+    MIXP_CHECK(std::filesystem::is_directory(path), "no IDX data set at ", path,
+               defaulted ? ": install Debian's dataset-fashion-mnist (scripts/install-deps.sh) "
+                           "or pass --data DIR"
+                         : ": --data must be a folder of IDX files");
+    const int64_t batch = config.batch > 0 ? config.batch : 64;
+    auto data = std::make_shared<const data::ImageClassification>(
+        data::load_idx_classification(path, config.model.classes));
+    nn::ModelConfig model = config.model;
+    model.classes = data->train.classes;
+    model.image_size = data->train.images.size(2);
+    p.make = [data, model, batch, seed] {
+      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                       std::make_unique<ImageSource>(data, batch, seed)};
+    };
+  } else {
+    MIXP_CHECK(std::filesystem::is_regular_file(path), "no text at ", path,
+               defaulted ? " (the default corpus of lstm and gpt): run scripts/make-kjv.sh from "
+                           "the repository root, or pass --data FILE"
+                         : ": --data must be a text file");
+    const int64_t batch = config.batch > 0 ? config.batch : 16;
+    auto text = std::make_shared<const data::CharText>(data::load_char_text(path));
+    nn::ModelConfig model = config.model;
+    model.vocab = int64_t(text->vocabulary.size());
+    const int64_t context = model.context;
+    if (p.options.steps == 0) {
+      const int64_t per_epoch =
+          std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
+      p.options.steps = p.options.epochs * per_epoch;
+    }
+    p.make = [text, model, batch, context, seed] {
+      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                       std::make_unique<TextSource>(text, batch, context, seed)};
+    };
+  }
+  return p;
+}
+
+}  // namespace
+
+nn::Task task_of(const std::string& model_name) {
+  if (model_name == "mlp" || model_name == "cnn") return nn::Task::classification;
+  if (model_name == "lstm" || model_name == "gpt") return nn::Task::language_model;
+  MIXP_CHECK(false, "unknown model '", model_name, "' (mlp, cnn, lstm or gpt)");
+  return nn::Task::classification;
+}
+
+std::string default_data_path(const std::string& model_name) {
+  if (task_of(model_name) == nn::Task::classification) return kFashionMnist;
+  return kKjv;
+}
+
+TrainResult run_train(const RunConfig& config) {
+  Prepared p = prepare(config);
+  RunInputs inputs = p.make();
+  return train(*inputs.model, *inputs.data, p.options);
+}
+
+CompareResult run_compare(const RunConfig& config, const std::vector<std::string>& precisions) {
+  MIXP_CHECK(!precisions.empty(), "compare: no precisions given");
+  for (const std::string& name : precisions) (void)amp::preset(name);
+  Prepared p = prepare(config);
+  return compare(p.make, precisions, p.options);
+}
+
+}  // namespace mixp::train

@@ -1,0 +1,420 @@
+// The training loop, its evaluation, progress display and run folder.
+#include "mixp/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+#include "mixp/amp/presets.h"
+#include "mixp/autograd.h"
+#include "mixp/diag/svg.h"
+#include "mixp/error.h"
+#include "mixp/io/safetensors.h"
+#include "mixp/memory.h"
+#include "mixp/ops.h"
+#include "mixp/optim/adamw.h"
+#include "mixp/optim/clip_grad.h"
+#include "mixp/optim/lr_schedule.h"
+#include "mixp/runtime.h"
+
+namespace mixp::train {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Philox stream of the optimizers' stochastic rounding ("SR"), apart from init and data.
+constexpr uint64_t kRoundingStream = 0x5352;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = int64_t(std::llround(seconds));
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+// Mean cross entropy of a batch: logits [N, C] against labels [N], or [B, T, V] against [B, T].
+Tensor loss_of(const Tensor& logits, const Tensor& targets, nn::Task task) {
+  if (task == nn::Task::language_model) {
+    const int64_t vocab = logits.size(-1);
+    return ops::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
+  }
+  return ops::cross_entropy(logits, targets);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+class ProgressDisplay {
+ public:
+  ProgressDisplay(std::FILE* out, Progress mode, int64_t log_interval)
+      : out_(out), interval_(std::max<int64_t>(1, log_interval)) {
+    if (mode == Progress::automatic)
+      mode = out && ::isatty(::fileno(out)) ? Progress::bar : Progress::lines;
+    mode_ = out ? mode : Progress::none;
+  }
+
+  void step(int64_t step, int64_t total, double loss, double samples_per_s, double scale,
+            double eta_s, bool logged) {
+    if (mode_ == Progress::bar) {
+      constexpr int kWidth = 24;
+      const int filled = int(double(kWidth) * double(step) / double(std::max<int64_t>(1, total)));
+      std::string bar(size_t(filled), '#');
+      bar.append(size_t(kWidth - filled), '.');
+      std::fprintf(out_, "\r[%s] step %lld/%lld loss %.4f %.0f samples/s scale %g ETA %s\033[K",
+                   bar.c_str(), (long long)step, (long long)total, loss, samples_per_s, scale,
+                   duration_text(eta_s).c_str());
+      std::fflush(out_);
+      drawn_ = true;
+    } else if (mode_ == Progress::lines && logged) {
+      std::fprintf(out_, "step %lld/%lld loss %.4f samples/s %.1f scale %g eta %s\n",
+                   (long long)step, (long long)total, loss, samples_per_s, scale,
+                   duration_text(eta_s).c_str());
+      std::fflush(out_);
+    }
+  }
+  void message(const std::string& line) {
+    if (mode_ == Progress::none) return;
+    if (drawn_) std::fputs("\r\033[K", out_);
+    std::fprintf(out_, "%s\n", line.c_str());
+    std::fflush(out_);
+  }
+  void finish() {
+    if (mode_ == Progress::bar && drawn_) std::fputs("\n", out_);
+    drawn_ = false;
+  }
+
+ private:
+  std::FILE* out_;
+  Progress mode_ = Progress::none;
+  int64_t interval_;
+  bool drawn_ = false;
+};
+
+EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset, int64_t step) {
+  model.set_training(false);
+  double loss_sum = 0.0;
+  int64_t count = 0, correct = 0;
+  {
+    NoGradGuard no_grad;
+    data.for_each_eval_batch([&](const data::Batch& batch) {
+      Tensor logits, loss;
+      {
+        auto scope = preset.autocast();
+        logits = model.forward(batch.x);
+        loss = loss_of(logits, batch.y, model.task());
+      }
+      const int64_t n = batch.y.numel();
+      loss_sum += loss.item() * double(n);
+      count += n;
+      if (model.task() == nn::Task::classification) {
+        const std::vector<double> predicted = ops::argmax(logits, 1).to_vector();
+        const std::vector<double> labels = batch.y.to_vector();
+        for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
+      }
+    });
+  }
+  model.set_training(true);
+  MIXP_CHECK(count > 0, "train: the evaluation data holds no samples");
+  EvalMetrics e;
+  e.step = step;
+  e.loss = loss_sum / double(count);
+  if (model.task() == nn::Task::classification)
+    e.accuracy = double(correct) / double(count);
+  else
+    e.bits_per_char = e.loss / std::numbers::ln2;
+  return e;
+}
+
+std::string eval_line(const EvalMetrics& e) {
+  char buf[160];
+  if (e.accuracy)
+    std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f accuracy %.2f%%", (long long)e.step,
+                  e.loss, 100.0 * *e.accuracy);
+  else
+    std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f bits/char %.4f", (long long)e.step,
+                  e.loss, e.bits_per_char.value_or(0.0));
+  return buf;
+}
+
+json summary_object(const TrainResult& r) {
+  json evals = json::array();
+  for (const EvalMetrics& e : r.evals)
+    evals.push_back({{"step", e.step},
+                     {"loss", e.loss},
+                     {"accuracy", optional_number(e.accuracy)},
+                     {"bits_per_char", optional_number(e.bits_per_char)}});
+  json memory = json::object();
+  for (const auto& [tag, bytes] : r.peak_memory) memory[tag] = bytes;
+  return {{"model", r.model_name},
+          {"task", r.task == nn::Task::classification ? "classification" : "language_model"},
+          {"precision", r.precision},
+          {"steps", r.steps},
+          {"epochs", r.epochs},
+          {"final_train_loss", r.final_train_loss},
+          {"final_eval_loss", r.final_eval_loss},
+          {"test_accuracy", optional_number(r.test_accuracy)},
+          {"bits_per_char", optional_number(r.bits_per_char)},
+          {"median_step_ms", r.median_step_ms},
+          {"samples_per_s", r.samples_per_s},
+          {"peak_memory_bytes", memory},
+          {"final_loss_scale", r.final_loss_scale},
+          {"skipped_steps", r.skipped_steps},
+          {"evals", evals}};
+}
+
+}  // namespace
+
+std::string metrics_json(const StepMetrics& m) {
+  const json j = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
+                  {"lr", m.lr},     {"scale", m.scale}, {"samples_per_s", m.samples_per_s},
+                  {"ms", m.ms}};
+  return j.dump();
+}
+
+std::string summary_json(const TrainResult& result) {
+  return summary_object(result).dump(2) + "\n";
+}
+
+TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
+  const amp::Preset& preset = amp::preset(o.precision);
+  const nn::Task task = model.task();
+  const bool lm = task == nn::Task::language_model;
+  const int64_t per_epoch = data.batches_per_epoch();
+  MIXP_CHECK(o.steps >= 0 && o.epochs >= 0, "train: steps and epochs must be >= 0, got ", o.steps,
+             " and ", o.epochs);
+  MIXP_CHECK(o.steps > 0 || (o.epochs > 0 && per_epoch > 0),
+             "train: give a number of steps (this data has no epochs) or epochs > 0");
+  MIXP_CHECK(o.log_interval >= 1, "train: log_interval must be >= 1, got ", o.log_interval);
+  MIXP_CHECK(o.eval_interval >= 0, "train: eval_interval must be >= 0, got ", o.eval_interval);
+  MIXP_CHECK(o.clip_norm > 0, "train: clip_norm must be > 0, got ", o.clip_norm);
+  const double lr = o.lr.value_or(1e-3);
+  MIXP_CHECK(std::isfinite(lr) && lr > 0, "train: the learning rate must be positive, got ", lr);
+  if (o.threads > 0) set_num_threads(o.threads);
+  const int64_t total = o.steps > 0 ? o.steps : o.epochs * per_epoch;
+  const int64_t eval_every = o.eval_interval > 0 ? o.eval_interval
+                             : lm                ? std::max<int64_t>(1, total / 5)
+                                                 : 0;
+
+  // The parameters as the preset stores them, written back into the model.
+  std::vector<Tensor> params;
+  {
+    const auto named = model.named_parameters();
+    std::vector<Tensor> values;
+    for (const auto& [name, p] : named) {
+      MIXP_CHECK(p && p->defined(), "train: parameter '", name, "' is undefined");
+      values.push_back(*p);
+    }
+    std::vector<bool> norms = model.norm_parameter_flags();
+    MIXP_CHECK(norms.size() == named.size(), "train: ", norms.size(), " norm flags for ",
+               named.size(), " parameters");
+    params = preset.cast_parameters(values, norms);
+    for (size_t i = 0; i < named.size(); ++i) *named[i].second = params[i];
+  }
+  MIXP_CHECK(!params.empty(), "train: the model has no parameters");
+  memory::reset_peaks();
+
+  // Optimizers: one AdamW, or a decayed and an undecayed one for language models.
+  std::vector<std::unique_ptr<optim::AdamW>> optimizers;
+  {
+    const PhiloxState rounding{o.seed, kRoundingStream, 0};
+    if (lm) {
+      std::vector<Tensor> decay, no_decay;
+      for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).push_back(p);
+      if (!decay.empty())
+        optimizers.push_back(std::make_unique<optim::AdamW>(
+            decay, optim::AdamWOptions{.lr = lr,
+                                       .betas = {0.9, 0.99},
+                                       .weight_decay = 0.1,
+                                       .precision = preset.optimizer_precision,
+                                       .rounding = rounding}));
+      if (!no_decay.empty())
+        optimizers.push_back(std::make_unique<optim::AdamW>(
+            no_decay, optim::AdamWOptions{.lr = lr,
+                                          .betas = {0.9, 0.99},
+                                          .weight_decay = 0.0,
+                                          .precision = preset.optimizer_precision,
+                                          .rounding = {o.seed, kRoundingStream + 1, 0}}));
+    } else {
+      optimizers.push_back(std::make_unique<optim::AdamW>(
+          params, optim::AdamWOptions{
+                      .lr = lr, .precision = preset.optimizer_precision, .rounding = rounding}));
+    }
+  }
+  std::unique_ptr<optim::LrSchedule> schedule;
+  if (lm)
+    schedule = std::make_unique<optim::WarmupCosineLr>(
+        optim::WarmupCosineOptions{.peak_lr = lr,
+                                   .min_lr = lr / 10,
+                                   .warmup_steps = std::min<int64_t>(100, total / 10),
+                                   .total_steps = total});
+  else
+    schedule = std::make_unique<optim::ConstantLr>(lr);
+  amp::GradScaler scaler = preset.make_scaler();
+
+  std::ofstream metrics_file;
+  if (!o.out_dir.empty()) {
+    std::filesystem::create_directories(o.out_dir);
+    const std::string path = o.out_dir + "/metrics.jsonl";
+    metrics_file.open(path, std::ios::trunc);
+    MIXP_CHECK(metrics_file, path, ": cannot create the file");
+  }
+
+  TrainResult r;
+  r.model_name = o.model_name;
+  r.precision = preset.name;
+  r.task = task;
+  ProgressDisplay progress(o.log, o.progress, o.log_interval);
+  if (o.log && o.progress != Progress::none)
+    progress.message("train " + o.model_name + " (" + preset.name + "): " + std::to_string(total) +
+                     " steps, " + std::to_string(params.size()) + " parameter tensors");
+
+  std::vector<double> step_ms;
+  step_ms.reserve(size_t(total));
+  double train_ms = 0.0;
+  int64_t train_samples = 0;
+  double window_loss = 0.0, window_ms = 0.0;
+  int64_t window_steps = 0, window_samples = 0;
+  int64_t step = 0, epoch = 0, empty_in_a_row = 0;
+  auto run_eval = [&]() {
+    if (!r.evals.empty() && r.evals.back().step == step) return;
+    r.evals.push_back(evaluate(model, data, preset, step));
+    progress.message(eval_line(r.evals.back()));
+  };
+
+  model.set_training(true);
+  while (step < total) {
+    std::optional<data::Batch> batch = data.next_train();
+    if (!batch) {
+      MIXP_CHECK(++empty_in_a_row < 2, "train: the training data yielded no batch");
+      ++epoch;
+      if (!lm && step > 0) run_eval();
+      continue;
+    }
+    empty_in_a_row = 0;
+    const Clock::time_point start = Clock::now();
+    const double lr_now = schedule->lr(step);
+    for (auto& opt : optimizers) opt->set_learning_rate(lr_now);
+    const double scale_used = scaler.get_scale();
+    Tensor loss;
+    {
+      auto scope = preset.autocast();
+      loss = loss_of(model.forward(batch->x), batch->y, task);
+    }
+    scaler.scale(loss).backward();
+    for (auto& opt : optimizers) scaler.unscale(*opt);
+    optim::clip_grad_norm(params, o.clip_norm);
+    bool applied = true;
+    for (auto& opt : optimizers) applied = scaler.step(*opt) && applied;
+    scaler.update();
+    for (auto& opt : optimizers) opt->zero_grad();
+    const double loss_value = loss.item();
+    const double ms = ms_since(start);
+    ++step;
+    if (!applied) ++r.skipped_steps;
+    const int64_t samples = batch->x.size(0);
+    step_ms.push_back(ms);
+    train_ms += ms;
+    train_samples += samples;
+    window_loss += loss_value;
+    window_ms += ms;
+    window_samples += samples;
+    ++window_steps;
+
+    const bool logged = step % o.log_interval == 0 || step == total;
+    const double mean_ms = train_ms / double(step);
+    const double eta_s = mean_ms * double(total - step) / 1000.0;
+    if (logged) {
+      StepMetrics m{.step = step,
+                    .epoch = per_epoch > 0 ? (step - 1) / per_epoch : 0,
+                    .loss = window_loss / double(window_steps),
+                    .lr = lr_now,
+                    .scale = scale_used,
+                    .samples_per_s = double(window_samples) / (window_ms / 1000.0),
+                    .ms = window_ms / double(window_steps)};
+      r.log.push_back(m);
+      if (metrics_file.is_open()) metrics_file << metrics_json(m) << "\n" << std::flush;
+      window_loss = window_ms = 0.0;
+      window_steps = window_samples = 0;
+    }
+    const StepMetrics& last = r.log.empty() ? StepMetrics{} : r.log.back();
+    progress.step(step, total, logged ? last.loss : loss_value,
+                  double(train_samples) / (train_ms / 1000.0), scale_used, eta_s, logged);
+    if (eval_every > 0 && step % eval_every == 0) run_eval();
+  }
+  run_eval();
+  progress.finish();
+
+  r.steps = step;
+  r.epochs = per_epoch > 0 ? step / per_epoch : 0;
+  r.final_train_loss = r.log.empty() ? 0.0 : r.log.back().loss;
+  r.final_eval_loss = r.evals.back().loss;
+  r.test_accuracy = r.evals.back().accuracy;
+  r.bits_per_char = r.evals.back().bits_per_char;
+  r.median_step_ms = median(step_ms);
+  r.samples_per_s = train_ms > 0 ? double(train_samples) / (train_ms / 1000.0) : 0.0;
+  const memory::Stats stats = memory::stats();
+  for (int t = 0; t < kMemoryTagCount; ++t) {
+    const MemoryTag tag = MemoryTag(t);
+    r.peak_memory[name_of(tag)] = stats.peak(tag);
+  }
+  r.peak_memory["total"] = stats.peak_total;
+  r.final_loss_scale = scaler.get_scale();
+
+  if (!o.out_dir.empty()) {
+    metrics_file.close();
+    io::write_file_atomically(o.out_dir + "/summary.json", summary_json(r));
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back(name, p->detach());
+    for (const auto& [name, b] : model.named_buffers()) tensors.emplace_back(name, *b);
+    io::write_safetensors(o.out_dir + "/model.safetensors", tensors,
+                          {{"format", "pt"}, {"model", o.model_name}, {"precision", preset.name}});
+    diag::Curve train_curve, eval_curve;
+    train_curve.label = "train";
+    eval_curve.label = "eval";
+    for (const StepMetrics& m : r.log) {
+      train_curve.x.push_back(double(m.step));
+      train_curve.y.push_back(m.loss);
+    }
+    for (const EvalMetrics& e : r.evals) {
+      eval_curve.x.push_back(double(e.step));
+      eval_curve.y.push_back(e.loss);
+    }
+    diag::write_line_plot(o.out_dir + "/loss.svg", {train_curve, eval_curve},
+                          {.title = o.model_name + " (" + preset.name + ")",
+                           .x_label = "step",
+                           .y_label = "cross-entropy loss"});
+  }
+  if (o.log && o.progress != Progress::none) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "done: %lld steps, train loss %.4f, eval loss %.4f, %.1f samples/s, "
+                  "%lld skipped, loss scale %g",
+                  (long long)r.steps, r.final_train_loss, r.final_eval_loss, r.samples_per_s,
+                  (long long)r.skipped_steps, r.final_loss_scale);
+    progress.message(buf);
+  }
+  return r;
+}
+
+}  // namespace mixp::train

@@ -1,0 +1,86 @@
+// mixp train: one model under one precision preset, into a run folder.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+
+#include "commands.h"
+#include "mixp/error.h"
+#include "mixp/train/run.h"
+
+namespace mixp::cli {
+
+void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
+  command.add_option("--model", o.model, "mlp, cnn (images), lstm or gpt (characters)")->required();
+  command.add_option("--data", o.data,
+                     "a folder of IDX files (classifiers; default "
+                     "/usr/share/datasets/fashion-mnist) or a text file (language models; "
+                     "default $MIXP_KJV, else data/kjv.txt from scripts/make-kjv.sh)");
+  if (compare)
+    command
+        .add_option("--precisions", o.precisions,
+                    "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16")
+        ->required();
+  else
+    command.add_option("--precision", o.precision,
+                       "fp32, amp-bf16, amp-fp16, bf16, fp16 or bf16-sr (default fp32)");
+  CLI::Option* epochs =
+      command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
+  CLI::Option* steps =
+      command.add_option("--steps", o.steps, "optimizer steps, instead of --epochs");
+  epochs->excludes(steps);
+  command.add_option("--batch", o.batch, "batch size (default 64 for images, 16 for text)");
+  command.add_option("--lr", o.lr, "peak learning rate (default 1e-3)");
+  command.add_option("--seed", o.seed, "initialization, data order and rounding (default 0)");
+  command.add_option("--threads", o.threads, "compute threads (default: all)");
+  command.add_option("--out", o.out,
+                     compare ? "output folder (default runs/compare-MODEL)"
+                             : "run folder (default runs/MODEL-PRECISION)");
+  command.add_option("--eval-interval", o.eval_interval,
+                     "steps between evaluations (default: every epoch for images, steps/5 for "
+                     "text)");
+  command.add_option("--log-interval", o.log_interval, "steps per metrics line (default 10)");
+  command.add_option("--layers", o.layers, "gpt blocks or lstm layers");
+  command.add_option("--heads", o.heads, "gpt attention heads");
+  command.add_option("--width", o.width, "gpt embedding width or lstm hidden size");
+  command.add_option("--context", o.context, "language models: characters per sequence");
+}
+
+train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out) {
+  MIXP_CHECK(!o.epochs || *o.epochs >= 1, "--epochs must be at least 1, got ", *o.epochs);
+  MIXP_CHECK(!o.steps || *o.steps >= 1, "--steps must be at least 1, got ", *o.steps);
+  MIXP_CHECK(o.batch >= 0, "--batch must be positive, got ", o.batch);
+  MIXP_CHECK(o.threads >= 0, "--threads must be positive, got ", o.threads);
+  MIXP_CHECK(o.log_interval >= 1, "--log-interval must be at least 1, got ", o.log_interval);
+  MIXP_CHECK(o.eval_interval >= 0, "--eval-interval must be positive, got ", o.eval_interval);
+  train::RunConfig c;
+  c.model.name = o.model;
+  const nn::Task task = train::task_of(o.model);
+  if (o.layers) c.model.layers = *o.layers;
+  if (o.heads) c.model.heads = *o.heads;
+  if (o.width) c.model.width = *o.width;
+  if (o.context) c.model.context = *o.context;
+  c.data = o.data;
+  // The environment is read here, at the program's edge, not by the library.
+  if (c.data.empty() && task == nn::Task::language_model)
+    if (const char* env = std::getenv("MIXP_KJV"); env && *env) c.data = env;
+  c.batch = o.batch;
+  c.train.precision = o.precision;
+  c.train.epochs = o.epochs.value_or(1);
+  c.train.steps = o.steps.value_or(0);
+  c.train.lr = o.lr;
+  c.train.seed = o.seed;
+  c.train.threads = o.threads;
+  c.train.out_dir = o.out.empty() ? default_out : o.out;
+  c.train.eval_interval = o.eval_interval;
+  c.train.log_interval = o.log_interval;
+  return c;
+}
+
+int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
+  train::RunConfig c = run_config(o, "runs/" + o.model + "-" + o.precision);
+  c.train.log = out;
+  train::run_train(c);
+  std::fprintf(out, "run folder: %s\n", c.train.out_dir.c_str());
+  return 0;
+}
+
+}  // namespace mixp::cli
