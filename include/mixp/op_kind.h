@@ -89,6 +89,12 @@ struct OpInfo {
   /// row's policy to banned and say here what is safe, e.g. PyTorch bans binary_cross_entropy
   /// under autocast with "binary_cross_entropy_with_logits".
   const char* alternative = nullptr;
+  /// For fp32_compute: the op's kernels read bf16 and f16 inputs and compute (and, where
+  /// fp32_output, return) fp32 themselves, so autocast need not widen the inputs: a widened
+  /// copy would only cost memory, as it is saved for backward. True for every fp32_compute op
+  /// whose output keeps the input's dtype (normalizations, softmax, pooling), and for
+  /// cross_entropy.
+  bool fp32_inside = false;
 };
 
 const OpInfo& op_info(OpKind kind);

@@ -145,6 +145,7 @@ CastInputs autocast_inputs(const OpInfo& row, std::span<const Tensor* const> inp
       for (Tensor& t : tensors) {
         if (!t.defined() || !is_floating(t.dtype())) continue;
         if (!first) first = t.dtype();
+        if (row.fp32_inside) continue;  // the kernels widen as they read
         if (t.dtype() == DType::f16 || t.dtype() == DType::bf16) t = t.to(DType::f32);
       }
       if (!row.fp32_output && first && *first != DType::f32 && eligible(*first)) {

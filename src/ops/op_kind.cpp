@@ -35,10 +35,10 @@ constexpr OpInfo kOps[] = {
     {OpKind::bmm, "bmm", lower_precision, false},
     // Probabilities in [0, 1] need relative precision only, which bf16 has; an fp32 result would
     // double the output softmax saves for backward. (PyTorch returns fp32.)
-    {OpKind::softmax, "softmax", fp32_compute, false},
+    {OpKind::softmax, "softmax", fp32_compute, false, nullptr, true},
     // Log-probabilities are large negative numbers whose small differences losses need: fp32.
     {OpKind::log_softmax, "log_softmax", fp32_compute, true},
-    {OpKind::cross_entropy, "cross_entropy", fp32_compute, true},
+    {OpKind::cross_entropy, "cross_entropy", fp32_compute, true, nullptr, true},
     {OpKind::mse_loss, "mse_loss", fp32_compute, true},
     {OpKind::transpose, "transpose", keep, false},
     {OpKind::permute, "permute", keep, false},
@@ -52,9 +52,9 @@ constexpr OpInfo kOps[] = {
     {OpKind::max_pool2d, "max_pool2d", keep, false},
     // A mean of a window, rounded once: the result is as exact in the input dtype as a cast of
     // an fp32 result would be, and the next layer (a conv) takes the input dtype anyway.
-    {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false},
+    {OpKind::avg_pool2d, "avg_pool2d", fp32_compute, false, nullptr, true},
     // As avg_pool2d: a windowed mean rounded once; its consumer is a linear or conv layer.
-    {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false},
+    {OpKind::adaptive_avg_pool2d, "adaptive_avg_pool2d", fp32_compute, false, nullptr, true},
     // Normalizations compute their statistics in fp32 inside whatever the input dtype, and
     // return the input's dtype: the next op consumes the activation in the compute dtype.
     // No op is banned now. To ban one, give its row the policy banned and the safe op as a
@@ -62,9 +62,9 @@ constexpr OpInfo kOps[] = {
     // "binary_cross_entropy_with_logits"}.
     // Its output feeds a linear layer, which casts to the compute dtype: returning fp32 (as
     // PyTorch does) would only add a cast and double the activation.
-    {OpKind::layer_norm, "layer_norm", fp32_compute, false},
+    {OpKind::layer_norm, "layer_norm", fp32_compute, false, nullptr, true},
     // Its output feeds a conv; statistics and running stats stay fp32 inside the op.
-    {OpKind::batch_norm, "batch_norm", fp32_compute, false},
+    {OpKind::batch_norm, "batch_norm", fp32_compute, false, nullptr, true},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 
@@ -75,6 +75,18 @@ constexpr bool rows_in_enum_order() {
   return true;
 }
 static_assert(rows_in_enum_order(), "kOps rows must follow the OpKind order");
+
+// An fp32_compute op that returns its input's dtype computes in fp32 inside its kernels; if
+// autocast widened its inputs it would only save a wider copy for backward.
+constexpr bool narrow_output_rows_compute_inside() {
+  for (const OpInfo& row : kOps) {
+    if (row.policy == CastPolicy::fp32_compute && !row.fp32_output && !row.fp32_inside)
+      return false;
+  }
+  return true;
+}
+static_assert(narrow_output_rows_compute_inside(),
+              "fp32_compute rows with fp32_output = false must set fp32_inside");
 
 }  // namespace
 

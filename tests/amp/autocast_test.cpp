@@ -10,6 +10,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "mixp/memory.h"
 #include "mixp/op_kind.h"
 #include "mixp/ops.h"
 #include "ops/op_cases.h"
@@ -390,6 +391,27 @@ TEST(Autocast, IsPerThread) {
   EXPECT_EQ(other_dtype, DType::f32);
   EXPECT_EQ(amp::autocast_dtype(), DType::bf16);
   EXPECT_EQ(ops::matmul(a, b).dtype(), DType::bf16);
+}
+
+TEST(Autocast, NormalizationsAndCrossEntropyReadLowPrecisionInputsWithoutAWideCopy) {
+  // Their kernels compute in fp32 as they read: a widened copy of the bf16 activation would be
+  // saved for backward and cost more memory than running without autocast.
+  Philox rng(PhiloxState{3, 0, 0});
+  const Tensor x = randn({64, 256}, rng, 1.0, DType::bf16).set_requires_grad(true);
+  const Tensor w = ones({256}).set_requires_grad(true), b = zeros({256}).set_requires_grad(true);
+  const Tensor labels = zeros({64}, DType::i64);
+  amp::Autocast scope(DType::bf16);
+  const int64_t f32_before = memory::stats().current(DType::f32);
+  const Tensor y = ops::layer_norm(x, w, b);
+  const Tensor p = ops::softmax(y);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(p.dtype(), DType::bf16);
+  // What stays in fp32 is layer_norm's per-row mean and rstd (64 + 64 floats), no [64, 256] copy.
+  EXPECT_LT(memory::stats().current(DType::f32) - f32_before, int64_t(64 * 256 * 4));
+  const Tensor loss = ops::cross_entropy(p, labels);
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  loss.backward();
+  EXPECT_EQ(x.grad().dtype(), DType::bf16);
 }
 
 }  // namespace
