@@ -261,15 +261,14 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
                       .lr = lr, .precision = preset.optimizer_precision, .rounding = rounding}));
     }
   }
-  std::unique_ptr<optim::LrSchedule> schedule;
-  if (lm)
-    schedule = std::make_unique<optim::WarmupCosineLr>(
-        optim::WarmupCosineOptions{.peak_lr = lr,
-                                   .min_lr = lr / 10,
-                                   .warmup_steps = std::min<int64_t>(100, total / 10),
-                                   .total_steps = total});
-  else
-    schedule = std::make_unique<optim::ConstantLr>(lr);
+  // Language models: nanoGPT's warmup then cosine decay to lr / 10. Classifiers: cosine decay
+  // from lr to lr / 100 over the run, without warmup; the decay's last steps are worth about
+  // a point of accuracy over a constant rate on Fashion-MNIST.
+  const auto schedule = std::make_unique<optim::WarmupCosineLr>(optim::WarmupCosineOptions{
+      .peak_lr = lr,
+      .min_lr = lm ? lr / 10 : lr / 100,
+      .warmup_steps = lm ? std::min<int64_t>(100, total / 10) : 0,
+      .total_steps = total});
   amp::GradScaler scaler = preset.make_scaler();
 
   std::ofstream metrics_file;
