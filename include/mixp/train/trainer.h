@@ -7,7 +7,7 @@
 // and clipped to a total norm of 1.0, the step skipped when a scaled gradient overflowed.
 //
 //   optimizer        classifiers: AdamW, lr 1e-3, PyTorch's defaults (betas 0.9, 0.999,
-//                    weight decay 0.01), constant learning rate.
+//                    weight decay 0.01), cosine decay from lr to lr / 100 without warmup.
 //                    language models: AdamW as nanoGPT's shakespeare-char: lr 1e-3, betas 0.9,
 //                    0.99, weight decay 0.1 on matrices (dims >= 2) and none on vectors (biases,
 //                    norms: a second AdamW that the scaler steps alongside), warmup-cosine from
