@@ -38,10 +38,13 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "steps between evaluations (default: every epoch for images, steps/5 for "
                      "text)");
   command.add_option("--log-interval", o.log_interval, "steps per metrics line (default 10)");
-  command.add_option("--layers", o.layers, "gpt blocks or lstm layers");
+  command.add_option("--layers", o.layers, "gpt blocks (default 6) or lstm layers (default 2)");
   command.add_option("--heads", o.heads, "gpt attention heads");
-  command.add_option("--width", o.width, "gpt embedding width or lstm hidden size");
-  command.add_option("--context", o.context, "language models: characters per sequence");
+  command.add_option("--width", o.width,
+                     "gpt embedding width (default 384) or lstm hidden size (default 256)");
+  command.add_option(
+      "--context", o.context,
+      "language models: characters per sequence (default 256 for gpt, 128 for lstm)");
 }
 
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out) {
@@ -54,6 +57,11 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   train::RunConfig c;
   c.model.name = o.model;
   const nn::Task task = train::task_of(o.model);
+  if (o.model == "lstm") {  // a 2-layer character model; the other defaults are gpt's
+    c.model.layers = 2;
+    c.model.width = 256;
+    c.model.context = 128;
+  }
   if (o.layers) c.model.layers = *o.layers;
   if (o.heads) c.model.heads = *o.heads;
   if (o.width) c.model.width = *o.width;
