@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "line_reader.h"
 #include "mixp/convert.h"
 #include "mixp/dtype.h"
 #include "mixp/error.h"
@@ -213,8 +214,6 @@ int run_convert(const ConvertOptions& options, std::FILE* in, std::FILE* out) {
   std::vector<uint32_t> codes;
   codes.reserve(kBatch);
   std::string out_buffer;
-  std::string pending;  // an incomplete last line of the previous read
-  std::vector<char> block(1 << 20);
   uint64_t line_number = 0;  // lines parsed so far
   uint64_t batch_first = 0;  // 0-based number of the first line in `codes`
 
@@ -240,30 +239,7 @@ int run_convert(const ConvertOptions& options, std::FILE* in, std::FILE* out) {
     if (codes.size() == kBatch) flush();
   };
 
-  for (;;) {
-    const size_t got = std::fread(block.data(), 1, block.size(), in);
-    std::string_view chunk(block.data(), got);
-    while (!chunk.empty()) {
-      const size_t newline = chunk.find('\n');
-      if (newline == std::string_view::npos) {
-        pending.append(chunk);
-        break;
-      }
-      if (pending.empty()) {
-        take_line(chunk.substr(0, newline));
-      } else {
-        pending.append(chunk.substr(0, newline));
-        take_line(pending);
-        pending.clear();
-      }
-      chunk.remove_prefix(newline + 1);
-    }
-    if (got < block.size()) {
-      MIXP_CHECK(!std::ferror(in), "cannot read the input: ", std::strerror(errno));
-      break;
-    }
-  }
-  if (!pending.empty()) take_line(pending);  // a last line without a newline
+  for_each_line(in, take_line);
   flush();
   MIXP_CHECK(std::fflush(out) == 0, "cannot write the output: ", std::strerror(errno));
   return 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "line_reader.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/error.h"
 
@@ -86,32 +87,7 @@ int run_scaler_trace(const ScalerTraceOptions& trace_options, std::FILE* in, std
     if (output.size() >= kOutputFlush) write_all(output, out);
   };
 
-  std::vector<char> block(1 << 20);
-  std::string pending;  // an incomplete last line of the previous read
-  for (;;) {
-    const size_t got = std::fread(block.data(), 1, block.size(), in);
-    std::string_view chunk(block.data(), got);
-    while (!chunk.empty()) {
-      const size_t newline = chunk.find('\n');
-      if (newline == std::string_view::npos) {
-        pending.append(chunk);
-        break;
-      }
-      if (pending.empty()) {
-        take_line(chunk.substr(0, newline));
-      } else {
-        pending.append(chunk.substr(0, newline));
-        take_line(pending);
-        pending.clear();
-      }
-      chunk.remove_prefix(newline + 1);
-    }
-    if (got < block.size()) {
-      MIXP_CHECK(!std::ferror(in), "cannot read the input: ", std::strerror(errno));
-      break;
-    }
-  }
-  if (!pending.empty()) take_line(pending);  // a last line without a newline
+  for_each_line(in, take_line);
   write_all(output, out);
   MIXP_CHECK(std::fflush(out) == 0, "cannot write the output: ", std::strerror(errno));
   return 0;
