@@ -27,8 +27,8 @@ Tensor random_bits(const Shape& shape, DType dtype, uint64_t seed) {
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
+  return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // A file of `header` (as given, unpadded) followed by `data_bytes` zero bytes.
