@@ -1,6 +1,7 @@
 #include "mixp/optim/adam.h"
 
 #include "mixp/autograd.h"
+#include "mixp/error.h"
 #include "optim/adam_update.h"
 
 namespace mixp::optim {
@@ -41,6 +42,12 @@ void Adam::step() {
     bump_version(i);
   }
   ++steps_;
+}
+
+void Adam::set_parameter_steps(size_t i, int64_t steps) {
+  MIXP_CHECK(i < parameter_steps_.size(), "Adam: parameter ", i, " of ", parameter_steps_.size());
+  MIXP_CHECK(steps >= 0, "Adam: parameter steps must be >= 0, got ", steps);
+  parameter_steps_[i] = steps;
 }
 
 }  // namespace mixp::optim

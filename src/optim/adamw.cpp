@@ -1,6 +1,7 @@
 #include "mixp/optim/adamw.h"
 
 #include "mixp/autograd.h"
+#include "mixp/error.h"
 #include "optim/adam_update.h"
 
 namespace mixp::optim {
@@ -41,6 +42,12 @@ void AdamW::step() {
     bump_version(i);
   }
   ++steps_;
+}
+
+void AdamW::set_parameter_steps(size_t i, int64_t steps) {
+  MIXP_CHECK(i < parameter_steps_.size(), "AdamW: parameter ", i, " of ", parameter_steps_.size());
+  MIXP_CHECK(steps >= 0, "AdamW: parameter steps must be >= 0, got ", steps);
+  parameter_steps_[i] = steps;
 }
 
 }  // namespace mixp::optim

@@ -20,9 +20,16 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::set_learning_rate(double lr) {
-  MIXP_CHECK(std::isfinite(lr) && lr >= 0.0, "optimizer: the learning rate must be finite and "
-             "non-negative, got ", lr);
+  MIXP_CHECK(std::isfinite(lr) && lr >= 0.0,
+             "optimizer: the learning rate must be finite and "
+             "non-negative, got ",
+             lr);
   learning_rate_ = lr;
+}
+
+void Optimizer::set_steps(int64_t steps) {
+  MIXP_CHECK(steps >= 0, "optimizer: steps must be >= 0, got ", steps);
+  steps_ = steps;
 }
 
 }  // namespace mixp::optim

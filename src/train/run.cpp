@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <memory>
 
+#include <nlohmann/json.hpp>
 #include "mixp/amp/presets.h"
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 
 namespace mixp::train {
 namespace {
@@ -31,6 +33,12 @@ class BuiltinModel : public TrainModel {
   }
   std::vector<bool> norm_parameter_flags() override { return model_->norm_parameter_flags(); }
   void set_training(bool training) override { model_->train(training); }
+  std::optional<PhiloxState> generator_state() const override {
+    return model_->generator().state();
+  }
+  void set_generator_state(const PhiloxState& state) override {
+    model_->generator().set_state(state);
+  }
 
  private:
   std::unique_ptr<nn::Model> model_;
@@ -45,6 +53,8 @@ class ImageSource : public DataSource {
                {.batch_size = batch, .seed = seed, .mean = kImageMean, .std = kImageStd}) {}
   std::optional<data::Batch> next_train() override { return train_.next(); }
   int64_t batches_per_epoch() const override { return train_.batches_per_epoch(); }
+  std::optional<data::LoaderState> loader_state() const override { return train_.state(); }
+  void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     data::ImageLoader test(data_->test, {.batch_size = std::max<int64_t>(batch_, 256),
                                          .shuffle = false,
@@ -70,6 +80,8 @@ class TextSource : public DataSource {
         train_(text_->train_tokens, {.batch_size = batch, .context = context, .seed = seed}) {}
   std::optional<data::Batch> next_train() override { return train_.next(); }
   int64_t batches_per_epoch() const override { return 0; }
+  std::optional<data::LoaderState> loader_state() const override { return train_.state(); }
+  void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     data::TextLoader val(
         text_->validation_tokens,
@@ -156,8 +168,89 @@ std::string default_data_path(const std::string& model_name) {
   return kKjv;
 }
 
+std::string run_config_json(const RunConfig& c) {
+  const nn::ModelConfig& m = c.model;
+  const TrainOptions& t = c.train;
+  const nlohmann::json j = {{"model",
+                             {{"name", m.name},
+                              {"layers", m.layers},
+                              {"heads", m.heads},
+                              {"width", m.width},
+                              {"context", m.context},
+                              {"dropout", m.dropout},
+                              {"classes", m.classes}}},
+                            {"data", c.data},
+                            {"batch", c.batch},
+                            {"train",
+                             {{"precision", t.precision},
+                              {"epochs", t.epochs},
+                              {"steps", t.steps},
+                              {"lr", t.lr ? nlohmann::json(*t.lr) : nlohmann::json(nullptr)},
+                              {"seed", t.seed},
+                              {"threads", t.threads},
+                              {"eval_interval", t.eval_interval},
+                              {"log_interval", t.log_interval},
+                              {"clip_norm", t.clip_norm},
+                              {"checkpoint_every", t.checkpoint_every},
+                              {"keep_checkpoints", t.keep_checkpoints},
+                              {"scaler_growth_interval", t.scaler_growth_interval}}}};
+  return j.dump();
+}
+
+RunConfig run_config_from_json(const std::string& text) {
+  RunConfig c;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json& m = j.at("model");
+    c.model.name = m.at("name").get<std::string>();
+    c.model.layers = m.at("layers").get<decltype(c.model.layers)>();
+    c.model.heads = m.at("heads").get<decltype(c.model.heads)>();
+    c.model.width = m.at("width").get<int64_t>();
+    c.model.context = m.at("context").get<int64_t>();
+    c.model.dropout = m.at("dropout").get<double>();
+    c.model.classes = m.at("classes").get<decltype(c.model.classes)>();
+    c.data = j.at("data").get<std::string>();
+    c.batch = j.at("batch").get<int64_t>();
+    const nlohmann::json& t = j.at("train");
+    c.train.precision = t.at("precision").get<std::string>();
+    c.train.epochs = t.at("epochs").get<int64_t>();
+    c.train.steps = t.at("steps").get<int64_t>();
+    if (!t.at("lr").is_null()) c.train.lr = t.at("lr").get<double>();
+    c.train.seed = t.at("seed").get<uint64_t>();
+    c.train.threads = t.at("threads").get<int>();
+    c.train.eval_interval = t.at("eval_interval").get<int64_t>();
+    c.train.log_interval = t.at("log_interval").get<int64_t>();
+    c.train.clip_norm = t.at("clip_norm").get<double>();
+    c.train.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
+    c.train.keep_checkpoints = t.at("keep_checkpoints").get<int>();
+    c.train.scaler_growth_interval = t.at("scaler_growth_interval").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    MIXP_CHECK(false, "run config: ", e.what());
+  }
+  return c;
+}
+
+RunConfig resume_config(const std::string& dir,
+                        const std::function<void(const std::string&)>& skipped) {
+  std::optional<RunConfig> config;
+  const auto c = io::read_newest_checkpoint(
+      dir,
+      [&](const io::Checkpoint& ckpt) {
+        const auto it = ckpt.file.metadata.find("config");
+        MIXP_CHECK(it != ckpt.file.metadata.end() && !it->second.empty(), ckpt.path,
+                   ": no run config in the metadata");
+        config = run_config_from_json(it->second);
+      },
+      skipped);
+  MIXP_CHECK(c.has_value() && config.has_value(), "--resume: no usable checkpoint in ", dir);
+  config->train.out_dir = dir;
+  config->train.resume = true;
+  return *config;
+}
+
 TrainResult run_train(const RunConfig& config) {
   Prepared p = prepare(config);
+  if (p.options.config.empty()) p.options.config = run_config_json(config);
   RunInputs inputs = p.make();
   return train(*inputs.model, *inputs.data, p.options);
 }

@@ -15,6 +15,7 @@
 #include "mixp/autograd.h"
 #include "mixp/diag/svg.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/memory.h"
 #include "mixp/ops.h"
@@ -157,13 +158,11 @@ std::string eval_line(const EvalMetrics& e) {
   return buf;
 }
 
+json eval_json(const EvalMetrics& e);
+
 json summary_object(const TrainResult& r) {
   json evals = json::array();
-  for (const EvalMetrics& e : r.evals)
-    evals.push_back({{"step", e.step},
-                     {"loss", e.loss},
-                     {"accuracy", optional_number(e.accuracy)},
-                     {"bits_per_char", optional_number(e.bits_per_char)}});
+  for (const EvalMetrics& e : r.evals) evals.push_back(eval_json(e));
   json memory = json::object();
   for (const auto& [tag, bytes] : r.peak_memory) memory[tag] = bytes;
   return {{"model", r.model_name},
@@ -183,14 +182,66 @@ json summary_object(const TrainResult& r) {
           {"evals", evals}};
 }
 
+json philox_json(const PhiloxState& s) {
+  return {{"seed", s.seed}, {"stream", s.stream}, {"offset", s.offset}};
+}
+PhiloxState philox_of(const json& j) {
+  return {j.at("seed").get<uint64_t>(), j.at("stream").get<uint64_t>(),
+          j.at("offset").get<uint64_t>()};
+}
+json step_json(const StepMetrics& m) {
+  return {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
+          {"lr", m.lr},     {"scale", m.scale}, {"samples_per_s", m.samples_per_s},
+          {"ms", m.ms}};
+}
+StepMetrics step_of(const json& j) {
+  return {.step = j.at("step").get<int64_t>(),
+          .epoch = j.at("epoch").get<int64_t>(),
+          .loss = j.at("loss").get<double>(),
+          .lr = j.at("lr").get<double>(),
+          .scale = j.at("scale").get<double>(),
+          .samples_per_s = j.at("samples_per_s").get<double>(),
+          .ms = j.at("ms").get<double>()};
+}
+json eval_json(const EvalMetrics& e) {
+  return {{"step", e.step},
+          {"loss", e.loss},
+          {"accuracy", optional_number(e.accuracy)},
+          {"bits_per_char", optional_number(e.bits_per_char)}};
+}
+EvalMetrics eval_of(const json& j) {
+  EvalMetrics e;
+  e.step = j.at("step").get<int64_t>();
+  e.loss = j.at("loss").get<double>();
+  if (!j.at("accuracy").is_null()) e.accuracy = j.at("accuracy").get<double>();
+  if (!j.at("bits_per_char").is_null()) e.bits_per_char = j.at("bits_per_char").get<double>();
+  return e;
+}
+json metadata_json(const io::Checkpoint& c, const std::string& key) {
+  const auto it = c.file.metadata.find(key);
+  MIXP_CHECK(it != c.file.metadata.end(), c.path, ": no metadata '", key, "'");
+  try {
+    return json::parse(it->second);
+  } catch (const json::exception& e) {
+    MIXP_CHECK(false, c.path, ": metadata '", key, "' is not JSON: ", e.what());
+  }
+  return {};
+}
+// A checkpoint's tensor `name`, checked against the shape and dtype it must have.
+const Tensor& checkpoint_tensor(const io::Checkpoint& c, const std::string& name,
+                                const Tensor& like) {
+  const auto it = c.file.tensors.find(name);
+  MIXP_CHECK(it != c.file.tensors.end(), c.path, ": no tensor '", name, "'");
+  MIXP_CHECK(it->second.shape() == like.shape() && it->second.dtype() == like.dtype(), c.path,
+             ": tensor '", name, "' is ", name_of(it->second.dtype()), " ",
+             it->second.shape().to_string(), ", the run has ", name_of(like.dtype()), " ",
+             like.shape().to_string());
+  return it->second;
+}
+
 }  // namespace
 
-std::string metrics_json(const StepMetrics& m) {
-  const json j = {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
-                  {"lr", m.lr},     {"scale", m.scale}, {"samples_per_s", m.samples_per_s},
-                  {"ms", m.ms}};
-  return j.dump();
-}
+std::string metrics_json(const StepMetrics& m) { return step_json(m).dump(); }
 
 std::string summary_json(const TrainResult& result) {
   return summary_object(result).dump(2) + "\n";
@@ -264,19 +315,24 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   // Language models: nanoGPT's warmup then cosine decay to lr / 10. Classifiers: cosine decay
   // from lr to lr / 100 over the run, without warmup; the decay's last steps are worth about
   // a point of accuracy over a constant rate on Fashion-MNIST.
-  const auto schedule = std::make_unique<optim::WarmupCosineLr>(optim::WarmupCosineOptions{
-      .peak_lr = lr,
-      .min_lr = lm ? lr / 10 : lr / 100,
-      .warmup_steps = lm ? std::min<int64_t>(100, total / 10) : 0,
-      .total_steps = total});
-  amp::GradScaler scaler = preset.make_scaler();
-
-  std::ofstream metrics_file;
-  if (!o.out_dir.empty()) {
-    std::filesystem::create_directories(o.out_dir);
-    const std::string path = o.out_dir + "/metrics.jsonl";
-    metrics_file.open(path, std::ios::trunc);
-    MIXP_CHECK(metrics_file, path, ": cannot create the file");
+  const auto schedule = std::make_unique<optim::WarmupCosineLr>(
+      optim::WarmupCosineOptions{.peak_lr = lr,
+                                 .min_lr = lm ? lr / 10 : lr / 100,
+                                 .warmup_steps = lm ? std::min<int64_t>(100, total / 10) : 0,
+                                 .total_steps = total});
+  MIXP_CHECK(o.scaler_growth_interval >= 0, "train: scaler_growth_interval must be >= 0, got ",
+             o.scaler_growth_interval);
+  amp::GradScaler scaler = o.scaler_growth_interval > 0
+                               ? preset.make_scaler({.growth_interval = o.scaler_growth_interval})
+                               : preset.make_scaler();
+  MIXP_CHECK(o.checkpoint_every >= 0, "train: checkpoint_every must be >= 0, got ",
+             o.checkpoint_every);
+  MIXP_CHECK(o.keep_checkpoints >= 1, "train: keep_checkpoints must be >= 1, got ",
+             o.keep_checkpoints);
+  if (o.checkpoint_every > 0 || o.resume) {
+    MIXP_CHECK(!o.out_dir.empty(), "train: checkpoints need a run folder (out_dir)");
+    MIXP_CHECK(data.loader_state().has_value(),
+               "train: this data source cannot be checkpointed (no loader_state)");
   }
 
   TrainResult r;
@@ -300,6 +356,179 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     r.evals.push_back(evaluate(model, data, preset, step));
     progress.message(eval_line(r.evals.back()));
   };
+
+  // Checkpoints: the tensors by name, and the state of everything else as JSON metadata.
+  const auto named_params = model.named_parameters();
+  const auto named_buffers = model.named_buffers();
+  auto optimizer_tensors = [&]() {
+    std::vector<std::pair<std::string, Tensor>> t;
+    for (size_t k = 0; k < optimizers.size(); ++k) {
+      const optim::AdamW& opt = *optimizers[k];
+      for (size_t i = 0; i < opt.parameters().size(); ++i) {
+        const std::string prefix = "optim/" + std::to_string(k) + "/" + std::to_string(i) + "/";
+        t.emplace_back(prefix + "exp_avg", opt.exp_avg(i));
+        t.emplace_back(prefix + "exp_avg_sq", opt.exp_avg_sq(i));
+        const Tensor& master = opt.master(i);
+        if (master.defined() && master.impl() != opt.parameters()[i].impl())
+          t.emplace_back(prefix + "master", master);
+        if (opt.compensation(i).defined())
+          t.emplace_back(prefix + "compensation", opt.compensation(i));
+      }
+    }
+    return t;
+  };
+  auto save_checkpoint = [&]() {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [name, p] : named_params) tensors.emplace_back("param/" + name, p->detach());
+    for (const auto& [name, b] : named_buffers) tensors.emplace_back("buffer/" + name, *b);
+    for (auto& t : optimizer_tensors()) tensors.push_back(std::move(t));
+    json opts = json::array();
+    for (const auto& opt : optimizers) {
+      json per = json::array();
+      for (size_t i = 0; i < opt->parameters().size(); ++i) per.push_back(opt->parameter_steps(i));
+      opts.push_back({{"steps", opt->steps()},
+                      {"parameter_steps", per},
+                      {"lr", opt->learning_rate()},
+                      {"rounding", philox_json(opt->rounding_state())}});
+    }
+    json scaler_state = json::object();
+    for (const auto& [k, v] : scaler.state()) scaler_state[k] = v;
+    json history = {{"log", json::array()}, {"evals", json::array()}};
+    for (const StepMetrics& m : r.log) history["log"].push_back(step_json(m));
+    for (const EvalMetrics& e : r.evals) history["evals"].push_back(eval_json(e));
+    const json trainer = {{"step", step},
+                          {"epoch", epoch},
+                          {"empty_in_a_row", empty_in_a_row},
+                          {"window_loss", window_loss},
+                          {"window_ms", window_ms},
+                          {"window_steps", window_steps},
+                          {"window_samples", window_samples},
+                          {"train_ms", train_ms},
+                          {"train_samples", train_samples},
+                          {"skipped_steps", r.skipped_steps},
+                          {"step_ms", step_ms}};
+    const std::optional<PhiloxState> gen = model.generator_state();
+    const std::optional<data::LoaderState> loader = data.loader_state();
+    MIXP_CHECK(loader.has_value(), "train: this data source cannot be checkpointed");
+    const json loader_json = {{"rng", philox_json(loader->rng)},
+                              {"epoch", loader->epoch},
+                              {"position", loader->position}};
+    const std::map<std::string, std::string> metadata = {
+        {"format", "mixp-checkpoint"},
+        {"version", "1"},
+        {"step", std::to_string(step)},
+        {"config", o.config},
+        {"options",
+         json{{"model", o.model_name}, {"precision", preset.name}, {"total", total}}.dump()},
+        {"trainer", trainer.dump()},
+        {"optimizers", opts.dump()},
+        {"scaler", scaler_state.dump()},
+        {"generator", gen ? philox_json(*gen).dump() : "null"},
+        {"loader", loader_json.dump()},
+        {"schedule", json{{"step", step}, {"next_lr", schedule->lr(step)}}.dump()},
+        {"history", history.dump()}};
+    r.last_checkpoint =
+        io::write_checkpoint(o.out_dir, step, tensors, metadata, o.keep_checkpoints);
+  };
+
+  // Resumption: validate every piece of the newest usable checkpoint, then apply it.
+  std::function<void()> apply_checkpoint;
+  auto validate = [&](const io::Checkpoint& c) {
+    const json options = metadata_json(c, "options");
+    MIXP_CHECK(options.at("precision").get<std::string>() == preset.name, c.path,
+               ": written under preset ", options.at("precision").get<std::string>(), ", not ",
+               preset.name);
+    MIXP_CHECK(options.at("total").get<int64_t>() == total, c.path, ": a run of ",
+               options.at("total").get<int64_t>(), " steps, not ", total);
+    std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
+    for (const auto& [name, p] : named_params)
+      copies.emplace_back(*p, checkpoint_tensor(c, "param/" + name, *p));
+    for (const auto& [name, b] : named_buffers)
+      copies.emplace_back(*b, checkpoint_tensor(c, "buffer/" + name, *b));
+    for (const auto& [name, t] : optimizer_tensors())
+      copies.emplace_back(t, checkpoint_tensor(c, name, t));
+    const json trainer = metadata_json(c, "trainer"), opts = metadata_json(c, "optimizers"),
+               scaler_json = metadata_json(c, "scaler"), gen = metadata_json(c, "generator"),
+               loader_json = metadata_json(c, "loader"), history = metadata_json(c, "history");
+    try {
+      MIXP_CHECK(opts.size() == optimizers.size(), c.path, ": ", opts.size(),
+                 " optimizers, the run has ", optimizers.size());
+      std::map<std::string, double> scaler_state;
+      for (const auto& [k, v] : scaler_json.items()) scaler_state[k] = v.get<double>();
+      amp::GradScaler probe = scaler;
+      if (!scaler_state.empty() || scaler.is_enabled()) probe.load_state(scaler_state);
+      const int64_t saved_step = trainer.at("step").get<int64_t>();
+      MIXP_CHECK(saved_step == c.step && saved_step <= total, c.path, ": step ", saved_step,
+                 " does not fit the file name or the run");
+      const data::LoaderState loader{philox_of(loader_json.at("rng")),
+                                     loader_json.at("epoch").get<int64_t>(),
+                                     loader_json.at("position").get<int64_t>()};
+      std::vector<std::vector<int64_t>> parameter_steps;
+      for (size_t k = 0; k < optimizers.size(); ++k) {
+        parameter_steps.push_back(opts[k].at("parameter_steps").get<std::vector<int64_t>>());
+        MIXP_CHECK(parameter_steps.back().size() == optimizers[k]->parameters().size(), c.path,
+                   ": optimizer ", k, " has steps for ", parameter_steps.back().size(),
+                   " parameters, the run ", optimizers[k]->parameters().size());
+      }
+      std::vector<StepMetrics> log;
+      std::vector<EvalMetrics> evals;
+      for (const json& m : history.at("log")) log.push_back(step_of(m));
+      for (const json& e : history.at("evals")) evals.push_back(eval_of(e));
+      apply_checkpoint = [&, copies, trainer, opts, scaler_state, gen, loader, parameter_steps, log,
+                          evals, saved_step]() {
+        {
+          NoGradGuard no_grad;
+          for (auto [dst, src] : copies) dst.copy_(src);
+        }
+        for (size_t k = 0; k < optimizers.size(); ++k) {
+          optim::AdamW& opt = *optimizers[k];
+          opt.set_steps(opts[k].at("steps").get<int64_t>());
+          opt.set_learning_rate(opts[k].at("lr").get<double>());
+          opt.set_rounding_state(philox_of(opts[k].at("rounding")));
+          for (size_t i = 0; i < parameter_steps[k].size(); ++i)
+            opt.set_parameter_steps(i, parameter_steps[k][i]);
+        }
+        if (!scaler_state.empty()) scaler.load_state(scaler_state);
+        if (!gen.is_null()) model.set_generator_state(philox_of(gen));
+        data.set_loader_state(loader);
+        step = saved_step;
+        epoch = trainer.at("epoch").get<int64_t>();
+        empty_in_a_row = trainer.at("empty_in_a_row").get<int64_t>();
+        window_loss = trainer.at("window_loss").get<double>();
+        window_ms = trainer.at("window_ms").get<double>();
+        window_steps = trainer.at("window_steps").get<int64_t>();
+        window_samples = trainer.at("window_samples").get<int64_t>();
+        train_ms = trainer.at("train_ms").get<double>();
+        train_samples = trainer.at("train_samples").get<int64_t>();
+        r.skipped_steps = trainer.at("skipped_steps").get<int64_t>();
+        step_ms = trainer.at("step_ms").get<std::vector<double>>();
+        r.log = log;
+        r.evals = evals;
+      };
+    } catch (const json::exception& e) {
+      MIXP_CHECK(false, c.path, ": bad checkpoint metadata: ", e.what());
+    }
+  };
+  if (o.resume) {
+    const std::optional<io::Checkpoint> c =
+        io::read_newest_checkpoint(o.out_dir, validate, [&](const std::string& why) {
+          if (o.log) progress.message(why);
+        });
+    MIXP_CHECK(c.has_value(), "train: no usable checkpoint in ", o.out_dir, " to resume from");
+    apply_checkpoint();
+    r.resumed_from = c->step;
+    progress.message("resumed from " + c->path + " at step " + std::to_string(step));
+  }
+
+  std::ofstream metrics_file;
+  if (!o.out_dir.empty()) {
+    std::filesystem::create_directories(o.out_dir);
+    const std::string path = o.out_dir + "/metrics.jsonl";
+    metrics_file.open(path, std::ios::trunc);
+    MIXP_CHECK(metrics_file, path, ": cannot create the file");
+    for (const StepMetrics& m : r.log) metrics_file << metrics_json(m) << "\n";
+    metrics_file << std::flush;
+  }
 
   model.set_training(true);
   while (step < total) {
@@ -360,6 +589,26 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     progress.step(step, total, logged ? last.loss : loss_value,
                   double(train_samples) / (train_ms / 1000.0), scale_used, eta_s, logged);
     if (eval_every > 0 && step % eval_every == 0) run_eval();
+    const bool stop = o.stop_requested && o.stop_requested();
+    if (stop || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
+      MIXP_CHECK(!o.out_dir.empty(), "train: stopping writes a checkpoint, which needs out_dir");
+      save_checkpoint();
+    }
+    if (stop) {
+      r.stopped = true;
+      break;
+    }
+  }
+  if (r.stopped) {
+    progress.finish();
+    r.steps = step;
+    r.epochs = per_epoch > 0 ? step / per_epoch : 0;
+    r.final_train_loss = r.log.empty() ? 0.0 : r.log.back().loss;
+    r.median_step_ms = median(step_ms);
+    r.final_loss_scale = scaler.get_scale();
+    progress.message("stopped at step " + std::to_string(step) + ": checkpoint " +
+                     r.last_checkpoint);
+    return r;
   }
   run_eval();
   progress.finish();

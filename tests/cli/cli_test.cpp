@@ -1,6 +1,11 @@
 // The mixp command line, run as a user runs it: files in, files out, exit statuses.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +15,8 @@
 
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/cpu.h"
+#include "mixp/io/checkpoint.h"
+#include "mixp/io/safetensors.h"
 #include "mixp/op_kind.h"
 #include "mixp/runtime.h"
 #include "support/vectors.h"
@@ -459,6 +466,117 @@ TEST_F(Cli, BadDataGetsAMessageNamingTheFileAndStatus2) {
   r = mixp("train --model cnn --steps 1 --data '" + (dir_ / "missing").string() + "'");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
+}
+
+// Checkpoints from outside: a training process killed with SIGKILL (or stopped with SIGTERM)
+// and continued with --resume ends with a model.safetensors bitwise the uninterrupted run's.
+class CliCheckpoint : public Cli {
+ protected:
+  std::string train_args(const fs::path& out) {
+    const fs::path text = dir_ / "corpus.txt";
+    if (!fs::exists(text)) std::ofstream(text) << repeated_text(40000);
+    return "train --model gpt --data '" + text.string() +
+           "' --precision amp-fp16 --steps 1500 --layers 1 --heads 2 --width 16 --context 16 "
+           "--threads 1 --checkpoint-every 50 --out '" +
+           out.string() + "'";
+  }
+  // Starts `mixp ARGS` in the background, output to files in dir_.
+  pid_t spawn(const std::string& args) {
+    const std::string command = std::string("exec '") + MIXP_CLI_PATH + "' " + args + " > '" +
+                                (dir_ / "bg.out").string() + "' 2> '" + (dir_ / "bg.err").string() +
+                                "'";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  }
+  // Waits until `dir` holds a checkpoint; false if the process ended first.
+  static bool wait_for_checkpoint(const fs::path& dir, pid_t pid) {
+    for (int i = 0; i < 60000; ++i) {
+      if (!io::list_checkpoints(dir.string()).empty()) return true;
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+  static std::map<std::string, std::vector<uint8_t>> tensors(const fs::path& file) {
+    std::map<std::string, std::vector<uint8_t>> out;
+    for (const auto& [name, t] : io::read_safetensors(file.string()).tensors)
+      out[name] = io::encode_safetensors({{name, t}});
+    return out;
+  }
+};
+
+TEST_F(CliCheckpoint, SigkilledAndResumedEndsBitwiseAsTheStraightRun) {
+  const fs::path straight = dir_ / "straight", killed = dir_ / "killed";
+  CliResult r = mixp(train_args(straight));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const pid_t pid = spawn(train_args(killed));
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_checkpoint(killed, pid)) << "the run ended before its first checkpoint";
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_FALSE(fs::exists(killed / "model.safetensors"));
+  const int64_t at = io::list_checkpoints(killed.string()).front().first;
+  EXPECT_LT(at, 1500);
+  r = mixp("train --resume '" + killed.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+  EXPECT_EQ(tensors(straight / "model.safetensors"), tensors(killed / "model.safetensors"));
+  EXPECT_EQ(json_number(slurp(straight / "summary.json"), "final_eval_loss"),
+            json_number(slurp(killed / "summary.json"), "final_eval_loss"));
+}
+
+TEST_F(CliCheckpoint, SigtermWritesACheckpointAndExitsZero) {
+  const fs::path out = dir_ / "run";
+  const pid_t pid = spawn(train_args(out));
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(wait_for_checkpoint(out, pid)) << "the run ended before its first checkpoint";
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(dir_ / "bg.err");
+  const std::string printed = slurp(dir_ / "bg.out");
+  EXPECT_NE(printed.find("stopped by signal 15"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("--resume"), std::string::npos) << printed;
+  const auto all = io::list_checkpoints(out.string());
+  ASSERT_FALSE(all.empty());
+  // The stop's checkpoint is the newest and loads; the run resumes from it to the end.
+  EXPECT_NO_THROW(io::read_safetensors(all.front().second));
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  const CliResult r = mixp("train --resume '" + out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_number(slurp(out / "summary.json"), "steps"), 1500.0);
+}
+
+TEST_F(CliCheckpoint, ResumeSkipsATornCheckpointWithAMessage) {
+  const fs::path straight = dir_ / "straight", torn = dir_ / "torn";
+  ASSERT_EQ(mixp(train_args(straight)).status, 0);
+  ASSERT_EQ(mixp(train_args(torn)).status, 0);
+  // The run's last two checkpoints (1450, 1500); tear the newest, as a crash mid-write would
+  // leave a temporary file, and redo the end of the run from the one before.
+  const auto all = io::list_checkpoints(torn.string());
+  ASSERT_EQ(all.size(), 2u);
+  fs::resize_file(all[0].second, 1000);
+  std::ofstream(torn / ".checkpoint-00001500.safetensors.tmp.1", std::ios::binary) << "partial";
+  fs::remove(torn / "model.safetensors");
+  const CliResult r = mixp("train --resume '" + torn.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("skipping checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("checkpoint-00001450"), std::string::npos) << r.out;
+  EXPECT_EQ(tensors(straight / "model.safetensors"), tensors(torn / "model.safetensors"));
+}
+
+TEST_F(CliCheckpoint, ResumeOfAFolderWithoutCheckpointsExitsWithTwo) {
+  const CliResult r = mixp("train --resume '" + (dir_ / "nothing").string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/ops.h"
 #include "mixp/random.h"
@@ -83,6 +84,14 @@ class BlobData : public train::DataSource {
     return data::Batch{from_values(x, {count, 1, 4, 4}), from_values(y, {count}, DType::i64)};
   }
   int64_t batches_per_epoch() const override { return (train_y_.numel() + batch_ - 1) / batch_; }
+  std::optional<data::LoaderState> loader_state() const override {
+    return data::LoaderState{PhiloxState{seed_, 300 + uint64_t(epoch_), 0}, epoch_, position_};
+  }
+  void set_loader_state(const data::LoaderState& state) override {
+    epoch_ = state.epoch;
+    position_ = state.position;
+    shuffle();
+  }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     const int64_t n = test_y_.numel();
     for (int64_t b = 0; b < n; b += batch_) {
@@ -145,6 +154,10 @@ class PatternText : public train::DataSource {
  public:
   std::optional<data::Batch> next_train() override { return window(rng_); }
   int64_t batches_per_epoch() const override { return 0; }
+  std::optional<data::LoaderState> loader_state() const override {
+    return data::LoaderState{rng_.state(), 0, 0};
+  }
+  void set_loader_state(const data::LoaderState& state) override { rng_.set_state(state.rng); }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     Philox rng(PhiloxState{9, 9, 0});
     for (int i = 0; i < 2; ++i) visit(window(rng));
@@ -393,6 +406,227 @@ TEST_F(Trainer, CompareWritesOneRunAndOneCurvePerPrecision) {
   const std::string table = train::compare_table(c);
   for (const std::string& p : precisions) EXPECT_NE(table.find(p), std::string::npos);
   EXPECT_THROW(train::compare([] { return train::RunInputs{}; }, {"fp32", "fp32"}, o), Error);
+}
+
+// Resume equivalence: a run stopped halfway (stop_requested, which writes a checkpoint) and
+// resumed ends bitwise where the uninterrupted run ends: parameters, buffers and loss history.
+struct Finished {
+  train::TrainResult result;
+  std::map<std::string, std::vector<uint8_t>> bytes;  // every tensor of model.safetensors
+};
+
+std::map<std::string, std::vector<uint8_t>> tensor_bytes(const fs::path& file) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& [name, t] : io::read_safetensors(file.string()).tensors) {
+    const std::vector<uint8_t> encoded = io::encode_safetensors({{name, t}});
+    out[name] = encoded;  // header and data: dtype, shape and bits
+  }
+  return out;
+}
+
+void expect_same_history(const train::TrainResult& a, const train::TrainResult& b) {
+  ASSERT_EQ(a.log.size(), b.log.size());
+  for (size_t i = 0; i < a.log.size(); ++i) {
+    EXPECT_EQ(a.log[i].step, b.log[i].step);
+    EXPECT_EQ(a.log[i].loss, b.log[i].loss) << "step " << a.log[i].step;  // bit for bit
+    EXPECT_EQ(a.log[i].lr, b.log[i].lr);
+    EXPECT_EQ(a.log[i].scale, b.log[i].scale);
+  }
+  ASSERT_EQ(a.evals.size(), b.evals.size());
+  for (size_t i = 0; i < a.evals.size(); ++i) EXPECT_EQ(a.evals[i].loss, b.evals[i].loss);
+  EXPECT_EQ(a.skipped_steps, b.skipped_steps);
+  EXPECT_EQ(a.final_loss_scale, b.final_loss_scale);
+}
+
+class Resume : public Trainer {
+ protected:
+  train::TrainOptions resumable(const std::string& precision, const fs::path& dir) const {
+    train::TrainOptions o = options(precision);
+    o.out_dir = dir.string();
+    o.steps = 14;  // not a multiple of the 6 batches per epoch, nor of log_interval 4
+    o.log_interval = 4;
+    o.eval_interval = 5;
+    o.checkpoint_every = 3;
+    o.scaler_growth_interval = 3;  // amp-fp16: the scale grows during the run
+    return o;
+  }
+  Finished straight(const std::string& precision) {
+    TinyClassifier model(0);
+    BlobData data(0);
+    Finished f;
+    f.result = train::train(model, data, resumable(precision, dir_ / "straight"));
+    f.bytes = tensor_bytes(dir_ / "straight" / "model.safetensors");
+    return f;
+  }
+  // Stops after `stop_after` steps, then resumes in fresh objects.
+  Finished interrupted(const std::string& precision, int stop_after, const fs::path& dir) {
+    {
+      TinyClassifier model(0);
+      BlobData data(0);
+      train::TrainOptions o = resumable(precision, dir);
+      int calls = 0;
+      o.stop_requested = [&] { return ++calls == stop_after; };
+      const train::TrainResult r = train::train(model, data, o);
+      EXPECT_TRUE(r.stopped);
+      EXPECT_EQ(r.steps, stop_after);
+      EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
+    }
+    return resume(precision, dir);
+  }
+  Finished resume(const std::string& precision, const fs::path& dir) {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::TrainOptions o = resumable(precision, dir);
+    o.resume = true;
+    Finished f;
+    f.result = train::train(model, data, o);
+    f.bytes = tensor_bytes(dir / "model.safetensors");
+    return f;
+  }
+};
+
+TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
+  for (const std::string precision : {"fp32", "amp-fp16", "bf16-sr"}) {
+    SCOPED_TRACE(precision);
+    fs::remove_all(dir_);
+    const Finished a = straight(precision);
+    const Finished b = interrupted(precision, 7, dir_ / "resumed");
+    EXPECT_EQ(b.result.resumed_from, 7);
+    EXPECT_EQ(a.bytes, b.bytes);
+    expect_same_history(a.result, b.result);
+    // metrics.jsonl continues: the same lines but for the timings.
+    std::istringstream sa(slurp(dir_ / "straight" / "metrics.jsonl")),
+        sb(slurp(dir_ / "resumed" / "metrics.jsonl"));
+    std::string la, lb;
+    int lines = 0;
+    while (std::getline(sa, la)) {
+      ASSERT_TRUE(std::getline(sb, lb));
+      const json ja = json::parse(la), jb = json::parse(lb);
+      for (const char* key : {"step", "epoch", "loss", "lr", "scale"}) EXPECT_EQ(ja[key], jb[key]);
+      ++lines;
+    }
+    EXPECT_FALSE(std::getline(sb, lb));
+    EXPECT_EQ(lines, 4);
+    if (precision == "amp-fp16") {
+      // The checkpoint of step 7 caught the scaler mid-growth, and the scale grew after it.
+      const io::SafetensorsFile c =
+          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      const json scaler = json::parse(c.metadata.at("scaler"));
+      EXPECT_GT(scaler.at("_steps").get<double>(), 0.0);
+      EXPECT_NE(a.result.log.front().scale, a.result.log.back().scale);
+    }
+    if (precision == "bf16-sr") {
+      const io::SafetensorsFile c =
+          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.tensors.at("param/fc.weight").dtype(), DType::bf16);
+      EXPECT_GT(json::parse(c.metadata.at("optimizers"))[0]["rounding"]["offset"].get<uint64_t>(),
+                0u);
+    }
+  }
+}
+
+TEST_F(Resume, TheScalerIsRestoredMidGrowth) {
+  // Stopped at step 7 with growth_interval 3: the tracker is 1 (or less after an overflow),
+  // and what follows depends on it.
+  const Finished a = straight("amp-fp16");
+  for (int stop_after : {1, 4, 5, 13}) {
+    SCOPED_TRACE(stop_after);
+    const fs::path dir = dir_ / std::string("r").append(std::to_string(stop_after));
+    const Finished b = interrupted("amp-fp16", stop_after, dir);
+    EXPECT_EQ(a.bytes, b.bytes);
+    expect_same_history(a.result, b.result);
+  }
+}
+
+TEST_F(Resume, KeepsTheNewestTwoCheckpoints) {
+  (void)straight("fp32");
+  const auto all = io::list_checkpoints((dir_ / "straight").string());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, 12);
+  EXPECT_EQ(all[1].first, 9);
+  EXPECT_EQ(fs::path(all[0].second).filename(), "checkpoint-00000012.safetensors");
+}
+
+TEST_F(Resume, ATornNewestCheckpointIsSkippedForThePreviousOne) {
+  const Finished a = straight("amp-fp16");
+  const fs::path dir = dir_ / "torn";
+  {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::TrainOptions o = resumable("amp-fp16", dir);
+    int calls = 0;
+    o.stop_requested = [&] { return ++calls == 8; };  // checkpoints 6 and 8
+    ASSERT_TRUE(train::train(model, data, o).stopped);
+  }
+  // A crash between write and rename: a stray temporary file; and, as if the newest file
+  // had been torn by a disk that lied about fsync, a truncated newest checkpoint.
+  const fs::path newest = dir / io::checkpoint_file_name(8);
+  ASSERT_TRUE(fs::exists(newest));
+  ASSERT_TRUE(fs::exists(dir / io::checkpoint_file_name(6)));
+  std::ofstream(dir / ".checkpoint-00000011.safetensors.tmp.12345", std::ios::binary)
+      << slurp(newest).substr(0, 100);
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  std::string messages;
+  EXPECT_THROW(io::read_safetensors(newest.string()), Error);
+  const auto c = io::read_newest_checkpoint(
+      dir.string(), {}, [&](const std::string& why) { messages += why + "\n"; });
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->step, 6);
+  EXPECT_NE(messages.find("checkpoint-00000008.safetensors"), std::string::npos) << messages;
+  const Finished b = resume("amp-fp16", dir);
+  EXPECT_EQ(b.result.resumed_from, 6);
+  EXPECT_EQ(a.bytes, b.bytes);
+  expect_same_history(a.result, b.result);
+}
+
+TEST_F(Resume, ACheckpointOfAnotherModelIsRefused) {
+  (void)straight("fp32");
+  // The same folder resumed under another preset: every checkpoint fails validation.
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions o = resumable("bf16", dir_ / "straight");
+  o.resume = true;
+  try {
+    train::train(model, data, o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Resume, LanguageModelResumes) {
+  auto run = [&](const fs::path& dir, int stop_after, bool resume) {
+    Bigram model(4);
+    PatternText data;
+    train::TrainOptions o = options("amp-bf16");
+    o.out_dir = dir.string();
+    o.steps = 10;
+    o.log_interval = 3;
+    o.checkpoint_every = 4;
+    o.resume = resume;
+    int calls = 0;
+    if (stop_after > 0) o.stop_requested = [&, stop_after] { return ++calls == stop_after; };
+    train::TrainResult r = train::train(model, data, o);
+    return r;
+  };
+  const train::TrainResult a = run(dir_ / "a", 0, false);
+  EXPECT_TRUE(run(dir_ / "b", 5, false).stopped);
+  const train::TrainResult b = run(dir_ / "b", 0, true);
+  expect_same_history(a, b);
+  EXPECT_EQ(tensor_bytes(dir_ / "a" / "model.safetensors"),
+            tensor_bytes(dir_ / "b" / "model.safetensors"));
+}
+
+TEST_F(Resume, CheckpointsNeedARunFolderAndStatefulData) {
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions o = options();
+  o.checkpoint_every = 2;
+  o.out_dir.clear();
+  EXPECT_THROW(train::train(model, data, o), Error);
+  o.out_dir = dir_.string();
+  o.keep_checkpoints = 0;
+  EXPECT_THROW(train::train(model, data, o), Error);
 }
 
 }  // namespace

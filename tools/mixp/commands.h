@@ -56,6 +56,8 @@ struct TrainCommandOptions {
   int64_t log_interval = 10;
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
+  int64_t checkpoint_every = 0;  ///< train: steps between checkpoints; 0: none
+  std::string resume;            ///< train: continue the run in this folder
 };
 /// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
 /// --precision).

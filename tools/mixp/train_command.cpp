@@ -1,6 +1,9 @@
 // mixp train: one model under one precision preset, into a run folder.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdlib>
+
+#include <signal.h>
 
 #include "commands.h"
 #include "mixp/error.h"
@@ -9,7 +12,9 @@
 namespace mixp::cli {
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
-  command.add_option("--model", o.model, "mlp, cnn (images), lstm or gpt (characters)")->required();
+  CLI::Option* model =
+      command.add_option("--model", o.model, "mlp, cnn (images), lstm or gpt (characters)");
+  if (compare) model->required();
   command.add_option("--data", o.data,
                      "a folder of IDX files (classifiers; default "
                      "/usr/share/datasets/fashion-mnist) or a text file (language models; "
@@ -45,6 +50,16 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option(
       "--context", o.context,
       "language models: characters per sequence (default 256 for gpt, 128 for lstm)");
+  if (!compare) {
+    command.add_option("--checkpoint-every", o.checkpoint_every,
+                       "steps between checkpoints in the run folder (default: none; the "
+                       "newest 2 are kept; SIGINT or SIGTERM also writes one and exits 0)");
+    command
+        .add_option("--resume", o.resume,
+                    "continue the run in this folder from its newest valid checkpoint (every "
+                    "other setting comes from the checkpoint)")
+        ->excludes(model);
+  }
 }
 
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out) {
@@ -83,10 +98,48 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   return c;
 }
 
+namespace {
+
+// Set by SIGINT and SIGTERM; the trainer reads it after every step.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int signal) { stop_signal = signal; }
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+}  // namespace
+
 int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
-  train::RunConfig c = run_config(o, "runs/" + o.model + "-" + o.precision);
+  train::RunConfig c;
+  if (!o.resume.empty()) {
+    c = train::resume_config(
+        o.resume, [&](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
+  } else {
+    MIXP_CHECK(!o.model.empty(), "train: --model is required (or --resume DIR)");
+    MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
+               o.checkpoint_every);
+    c = run_config(o, "runs/" + o.model + "-" + o.precision);
+    c.train.checkpoint_every = o.checkpoint_every;
+  }
   c.train.log = out;
-  train::run_train(c);
+  c.train.stop_requested = [] { return stop_signal != 0; };
+  install_stop_handlers();
+  const train::TrainResult r = train::run_train(c);
+  if (r.stopped) {
+    std::fprintf(out,
+                 "stopped by signal %d after step %lld: checkpoint %s; continue with "
+                 "mixp train --resume %s\n",
+                 int(stop_signal), (long long)r.steps, r.last_checkpoint.c_str(),
+                 c.train.out_dir.c_str());
+    std::fflush(out);
+    return 0;
+  }
   std::fprintf(out, "run folder: %s\n", c.train.out_dir.c_str());
   return 0;
 }

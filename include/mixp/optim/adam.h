@@ -50,6 +50,9 @@ class Adam : public MasterWeightOptimizer {
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
   /// Updates parameter i has had (PyTorch's per-parameter "step").
   int64_t parameter_steps(size_t i) const { return parameter_steps_.at(i); }
+  /// Restores parameter_steps(i) from a checkpoint (>= 0; throws mixp::Error otherwise). The
+  /// moments are restored by copy_ into exp_avg(i) and exp_avg_sq(i).
+  void set_parameter_steps(size_t i, int64_t steps);
 
  private:
   AdamOptions options_;

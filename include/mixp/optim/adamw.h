@@ -45,6 +45,8 @@ class AdamW : public MasterWeightOptimizer {
   const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
   int64_t parameter_steps(size_t i) const { return parameter_steps_.at(i); }
+  /// As Adam::set_parameter_steps: restores parameter_steps(i) from a checkpoint.
+  void set_parameter_steps(size_t i, int64_t steps);
 
  private:
   AdamWOptions options_;

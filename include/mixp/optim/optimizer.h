@@ -37,6 +37,10 @@ class Optimizer {
   void set_learning_rate(double lr);
   /// Updates applied so far.
   int64_t steps() const { return steps_; }
+  /// Restores steps() from a checkpoint (>= 0; throws mixp::Error otherwise). The tensors of
+  /// an optimizer's state (moments, masters, compensation) are restored by copy_ into the
+  /// handles its accessors return, which share the optimizer's storage.
+  void set_steps(int64_t steps);
 
  protected:
   std::vector<Tensor> parameters_;

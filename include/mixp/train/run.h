@@ -21,6 +21,7 @@
 //   mixp::train::TrainResult r = mixp::train::run_train(config);
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,19 @@ nn::Task task_of(const std::string& model_name);
 /// The data a run of `model_name` reads when RunConfig::data is empty.
 std::string default_data_path(const std::string& model_name);
 
-/// Trains config.model on config.data under config.train (see train()).
+/// The config as JSON text (what checkpoints store as "config"), and back; the latter throws
+/// mixp::Error naming a missing or bad key. out_dir, log, resume and stop_requested are not
+/// part of it.
+std::string run_config_json(const RunConfig& config);
+RunConfig run_config_from_json(const std::string& text);
+/// The config of the run in `dir`, from its newest usable checkpoint, with out_dir = dir and
+/// resume set: run_train() of it continues the run. Checkpoints skipped are reported to
+/// `skipped`; throws mixp::Error when none is usable.
+RunConfig resume_config(const std::string& dir,
+                        const std::function<void(const std::string&)>& skipped = {});
+
+/// Trains config.model on config.data under config.train (see train()); stores
+/// run_config_json(config) in its checkpoints unless config.train.config is set.
 TrainResult run_train(const RunConfig& config);
 /// compare() of config under each precision, the data loaded once.
 CompareResult run_compare(const RunConfig& config, const std::vector<std::string>& precisions);

@@ -29,6 +29,24 @@
 //                      scale, skipped steps, and every evaluation
 //   model.safetensors  the named parameters and buffers, in their dtypes
 //   loss.svg           training loss per logged step and evaluation loss
+//   checkpoint-<step>.safetensors  every checkpoint_every steps and when stop_requested()
+//                      says so: everything needed to continue bit-exactly (see Checkpoints)
+//
+// Checkpoints (mixp/io/checkpoint.h names and writes the files; the newest keep_checkpoints
+// stay). Tensors: "param/<name>" (the parameters in the preset's dtypes), "buffer/<name>",
+// and per optimizer k and parameter i "optim/<k>/<i>/exp_avg", ".../exp_avg_sq",
+// ".../master" (fp32 masters of low-precision parameters) and ".../compensation" (Kahan).
+// __metadata__ (JSON strings): "format" = "mixp-checkpoint", "version", "step", "config"
+// (TrainOptions::config, e.g. the run's RunConfig), "options" (model, precision, total steps),
+// "trainer" (step and epoch counters, the partial metrics window, timing, skipped steps),
+// "optimizers" (steps, per-parameter steps, learning rate, stochastic-rounding Philox state),
+// "scaler" (GradScaler::state()), "generator" (TrainModel::generator_state()), "loader"
+// (DataSource::loader_state()), "schedule" (the step the learning-rate schedule is at) and
+// "history" (every StepMetrics and EvalMetrics so far, so that metrics.jsonl and loss.svg
+// continue). With `resume`, train() continues from the newest checkpoint of out_dir that
+// reads and matches the model (names, shapes and dtypes), skipping others with a message, and
+// rewrites metrics.jsonl from the history: same seed and threads, so the run is bitwise the
+// one that was not interrupted (DESIGN.md's determinism).
 //
 // The trainer sees a model through TrainModel and its data through DataSource; the built-in
 // models and data sets come through mixp/train/run.h, and tests define small ones.
@@ -54,6 +72,7 @@
 
 #include "mixp/data/dataset.h"
 #include "mixp/nn/models.h"
+#include "mixp/random.h"
 #include "mixp/tensor.h"
 
 namespace mixp::train {
@@ -74,6 +93,10 @@ class TrainModel {
   virtual std::vector<bool> norm_parameter_flags() = 0;
   /// Training (true) or evaluation (false) mode.
   virtual void set_training(bool training) = 0;
+  /// The state of the model's own random generator (dropout), for checkpoints; nothing for a
+  /// model without one (the default).
+  virtual std::optional<PhiloxState> generator_state() const { return std::nullopt; }
+  virtual void set_generator_state(const PhiloxState& /*state*/) {}
 };
 
 /// The batches of a run.
@@ -87,6 +110,11 @@ class DataSource {
   virtual int64_t batches_per_epoch() const = 0;
   /// Calls `visit` on every evaluation batch, the same batches in the same order every time.
   virtual void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) = 0;
+  /// Where the training batches stand, for checkpoints: set_loader_state() of it makes
+  /// next_train() serve what would have followed. Nothing (the default) for data that cannot
+  /// be checkpointed; train() then refuses checkpoint_every and resume.
+  virtual std::optional<data::LoaderState> loader_state() const { return std::nullopt; }
+  virtual void set_loader_state(const data::LoaderState& /*state*/) {}
 };
 
 enum class Progress : uint8_t {
@@ -109,7 +137,18 @@ struct TrainOptions {
   int64_t log_interval = 10;         ///< steps per metrics line
   double clip_norm = 1.0;
   Progress progress = Progress::automatic;
-  std::FILE* log = stdout;  ///< progress and evaluation lines; nullptr: silent
+  std::FILE* log = stdout;       ///< progress and evaluation lines; nullptr: silent
+  int64_t checkpoint_every = 0;  ///< > 0: a checkpoint in out_dir every this many steps
+  int keep_checkpoints = 2;      ///< the newest checkpoints kept, >= 1
+  bool resume = false;           ///< continue from out_dir's newest valid checkpoint
+  std::string config{};          ///< stored in checkpoints as "config" (run.h: the RunConfig)
+  /// > 0: the GradScaler's growth_interval instead of the preset's (tests of resumption with
+  /// the scaler mid-growth).
+  int64_t scaler_growth_interval = 0;
+  /// Called after every step; when it returns true the trainer writes a checkpoint (out_dir
+  /// must be set), stops and returns with TrainResult::stopped. The CLI's SIGINT and SIGTERM
+  /// handlers set the flag it reads.
+  std::function<bool()> stop_requested{};
 };
 
 struct StepMetrics {
@@ -145,6 +184,9 @@ struct TrainResult {
   std::map<std::string, int64_t> peak_memory;  ///< bytes by MemoryTag name, and "total"
   double final_loss_scale = 1.0;
   int64_t skipped_steps = 0;
+  bool stopped = false;         ///< stop_requested() ended the run early
+  int64_t resumed_from = 0;     ///< the step of the checkpoint resumed, 0 when none
+  std::string last_checkpoint;  ///< the path of the last checkpoint written, if any
 };
 
 /// Trains `model` on `data` under options. Throws mixp::Error for bad options (an unknown
