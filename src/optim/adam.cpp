@@ -6,17 +6,9 @@
 
 namespace mixp::optim {
 
-namespace {
-const AdamOptions& checked(const AdamOptions& o) {
-  detail::check_adam_options("Adam", o.eps, o.betas, o.weight_decay);
-  return o;
-}
-}  // namespace
-
-Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
-    : MasterWeightOptimizer(std::move(parameters), options.lr, checked(options).precision,
-                            options.rounding),
-      options_(options) {
+AdamFamily::AdamFamily(const char* name, std::vector<Tensor> parameters, double lr,
+                       Precision precision, const PhiloxState& rounding)
+    : MasterWeightOptimizer(std::move(parameters), lr, precision, rounding), name_(name) {
   parameter_steps_.assign(parameters_.size(), 0);
   for (const Tensor& p : parameters_) {
     exp_avg_.push_back(zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
@@ -25,29 +17,48 @@ Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
   }
 }
 
-void Adam::step() {
+void AdamFamily::update(const std::array<double, 2>& betas, double eps, double weight_decay,
+                        WeightDecay decay) {
   NoGradGuard no_grad;
-  const AdamOptions& o = options_;
+  const detail::Decay mode =
+      decay == WeightDecay::l2_penalty ? detail::Decay::l2 : detail::Decay::decoupled;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Slot s = slot(i);
     if (!s.grad.defined()) continue;
     const int64_t t = ++parameter_steps_[i];
     if (s.param.dtype() == DType::f64) {
-      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas,
-                                  o.eps, o.weight_decay, detail::Decay::l2);
+      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), betas, eps,
+                                  weight_decay, mode);
     } else {
-      detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas, o.eps,
-                                 o.weight_decay, detail::Decay::l2);
+      detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), betas, eps,
+                                 weight_decay, mode);
     }
     bump_version(i);
   }
   ++steps_;
 }
 
-void Adam::set_parameter_steps(size_t i, int64_t steps) {
-  MIXP_CHECK(i < parameter_steps_.size(), "Adam: parameter ", i, " of ", parameter_steps_.size());
-  MIXP_CHECK(steps >= 0, "Adam: parameter steps must be >= 0, got ", steps);
+void AdamFamily::set_parameter_steps(size_t i, int64_t steps) {
+  MIXP_CHECK(i < parameter_steps_.size(), name_, ": parameter ", i, " of ",
+             parameter_steps_.size());
+  MIXP_CHECK(steps >= 0, name_, ": parameter steps must be >= 0, got ", steps);
   parameter_steps_[i] = steps;
+}
+
+namespace {
+const AdamOptions& checked(const AdamOptions& o) {
+  detail::check_adam_options("Adam", o.eps, o.betas, o.weight_decay);
+  return o;
+}
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
+    : AdamFamily("Adam", std::move(parameters), options.lr, checked(options).precision,
+                 options.rounding),
+      options_(options) {}
+
+void Adam::step() {
+  update(options_.betas, options_.eps, options_.weight_decay, WeightDecay::l2_penalty);
 }
 
 }  // namespace mixp::optim

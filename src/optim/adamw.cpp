@@ -1,7 +1,5 @@
 #include "mixp/optim/adamw.h"
 
-#include "mixp/autograd.h"
-#include "mixp/error.h"
 #include "optim/adam_update.h"
 
 namespace mixp::optim {
@@ -14,40 +12,12 @@ const AdamWOptions& checked(const AdamWOptions& o) {
 }  // namespace
 
 AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
-    : MasterWeightOptimizer(std::move(parameters), options.lr, checked(options).precision,
-                            options.rounding),
-      options_(options) {
-  parameter_steps_.assign(parameters_.size(), 0);
-  for (const Tensor& p : parameters_) {
-    exp_avg_.push_back(zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
-    exp_avg_sq_.push_back(
-        zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
-  }
-}
+    : AdamFamily("AdamW", std::move(parameters), options.lr, checked(options).precision,
+                 options.rounding),
+      options_(options) {}
 
 void AdamW::step() {
-  NoGradGuard no_grad;
-  const AdamWOptions& o = options_;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    const Slot s = slot(i);
-    if (!s.grad.defined()) continue;
-    const int64_t t = ++parameter_steps_[i];
-    if (s.param.dtype() == DType::f64) {
-      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas,
-                                  o.eps, o.weight_decay, detail::Decay::decoupled);
-    } else {
-      detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), o.betas, o.eps,
-                                 o.weight_decay, detail::Decay::decoupled);
-    }
-    bump_version(i);
-  }
-  ++steps_;
-}
-
-void AdamW::set_parameter_steps(size_t i, int64_t steps) {
-  MIXP_CHECK(i < parameter_steps_.size(), "AdamW: parameter ", i, " of ", parameter_steps_.size());
-  MIXP_CHECK(steps >= 0, "AdamW: parameter steps must be >= 0, got ", steps);
-  parameter_steps_[i] = steps;
+  update(options_.betas, options_.eps, options_.weight_decay, WeightDecay::decoupled);
 }
 
 }  // namespace mixp::optim

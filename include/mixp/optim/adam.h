@@ -38,13 +38,9 @@ struct AdamOptions {
   PhiloxState rounding{};  ///< for Precision::stochastic_rounding
 };
 
-class Adam : public MasterWeightOptimizer {
+/// The state Adam and AdamW share: fp32 moments and per-parameter step counts, and the update.
+class AdamFamily : public MasterWeightOptimizer {
  public:
-  /// Throws mixp::Error naming the offending value for options PyTorch rejects.
-  Adam(std::vector<Tensor> parameters, const AdamOptions& options = {});
-
-  void step() override;
-  const AdamOptions& options() const { return options_; }
   /// First and second moments of parameter i.
   const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
   const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
@@ -54,10 +50,30 @@ class Adam : public MasterWeightOptimizer {
   /// moments are restored by copy_ into exp_avg(i) and exp_avg_sq(i).
   void set_parameter_steps(size_t i, int64_t steps);
 
+ protected:
+  enum class WeightDecay : uint8_t { l2_penalty, decoupled };
+  AdamFamily(const char* name, std::vector<Tensor> parameters, double lr, Precision precision,
+             const PhiloxState& rounding);
+  /// One update of every parameter that has a gradient.
+  void update(const std::array<double, 2>& betas, double eps, double weight_decay,
+              WeightDecay decay);
+
  private:
-  AdamOptions options_;
+  const char* name_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   std::vector<int64_t> parameter_steps_;
+};
+
+class Adam : public AdamFamily {
+ public:
+  /// Throws mixp::Error naming the offending value for options PyTorch rejects.
+  Adam(std::vector<Tensor> parameters, const AdamOptions& options = {});
+
+  void step() override;
+  const AdamOptions& options() const { return options_; }
+
+ private:
+  AdamOptions options_;
 };
 
 }  // namespace mixp::optim

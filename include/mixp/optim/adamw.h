@@ -22,6 +22,7 @@
 #include <array>
 #include <vector>
 
+#include "mixp/optim/adam.h"
 #include "mixp/optim/master_weights.h"
 
 namespace mixp::optim {
@@ -35,23 +36,16 @@ struct AdamWOptions {
   PhiloxState rounding{};  ///< for Precision::stochastic_rounding
 };
 
-class AdamW : public MasterWeightOptimizer {
+class AdamW : public AdamFamily {
  public:
   /// Throws mixp::Error naming the offending value for options PyTorch rejects.
   AdamW(std::vector<Tensor> parameters, const AdamWOptions& options = {});
 
   void step() override;
   const AdamWOptions& options() const { return options_; }
-  const Tensor& exp_avg(size_t i) const { return exp_avg_.at(i); }
-  const Tensor& exp_avg_sq(size_t i) const { return exp_avg_sq_.at(i); }
-  int64_t parameter_steps(size_t i) const { return parameter_steps_.at(i); }
-  /// As Adam::set_parameter_steps: restores parameter_steps(i) from a checkpoint.
-  void set_parameter_steps(size_t i, int64_t steps);
 
  private:
   AdamWOptions options_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;
-  std::vector<int64_t> parameter_steps_;
 };
 
 }  // namespace mixp::optim
