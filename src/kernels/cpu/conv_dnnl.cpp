@@ -75,6 +75,25 @@ void finish_output(dnnl::memory& produced, dnnl::memory& user, DnnlRuntime& r) {
   if (produced.get() != user.get()) dnnl::reorder(produced, user).execute(r.stream, produced, user);
 }
 
+struct Operand {
+  int arg;                  // DNNL_ARG_*
+  dnnl::memory user;        // mixp's buffer, in PyTorch's layout
+  dnnl::memory::desc want;  // the layout the primitive chose
+};
+
+// Runs `primitive` on the two inputs and the output, reordering each from or to its user
+// layout when the primitive chose another.
+void run(const dnnl::primitive& primitive, const Operand& a, const Operand& b, const Operand& out,
+         DnnlRuntime& r) {
+  dnnl::memory a_mem = input_as(a.user, a.want, r);
+  dnnl::memory b_mem = input_as(b.user, b.want, r);
+  dnnl::memory out_mem = output_as(out.user, out.want, r);
+  primitive.execute(r.stream, {{a.arg, a_mem}, {b.arg, b_mem}, {out.arg, out_mem}});
+  dnnl::memory out_user = out.user;
+  finish_output(out_mem, out_user, r);
+  r.stream.wait();
+}
+
 void check_input(DType in) {
   MIXP_ASSERT(in == DType::f32 || (in == DType::bf16 && gemm_fast_has_bf16()),
               "oneDNN convolution on ", name_of(in));
@@ -143,16 +162,12 @@ void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void
     const auto c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
         s, in, [&] { return forward_pd(g, t, r); });
     const auto& pd = c->pd;
-    dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
-    dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
-    dnnl::memory y_user({g.dst, dt::f32, tag::nchw}, r.engine, y);
-    dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
-    dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
-    dnnl::memory y_mem = output_as(y_user, pd.dst_desc(), r);
-    c->primitive.execute(r.stream,
-                         {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DST, y_mem}});
-    finish_output(y_mem, y_user, r);
-    r.stream.wait();
+    run(c->primitive,
+        {DNNL_ARG_SRC, {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)}, pd.src_desc()},
+        {DNNL_ARG_WEIGHTS,
+         {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+         pd.weights_desc()},
+        {DNNL_ARG_DST, {{g.dst, dt::f32, tag::nchw}, r.engine, y}, pd.dst_desc()}, r);
   } catch (const dnnl::error& e) {
     fail("forward", e, s);
   }
@@ -176,17 +191,14 @@ void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, con
                                                                      forward_pd(g, t, r));
             });
     const auto& pd = c->pd;
-    dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
-    dnnl::memory w_user({g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight));
-    dnnl::memory dx_user({g.src, dt::f32, tag::nchw}, r.engine, dx);
-    dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
-    dnnl::memory w_mem = input_as(w_user, pd.weights_desc(), r);
-    dnnl::memory dx_mem = output_as(dx_user, pd.diff_src_desc(), r);
-    c->primitive.execute(
-        r.stream,
-        {{DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}});
-    finish_output(dx_mem, dx_user, r);
-    r.stream.wait();
+    run(c->primitive,
+        {DNNL_ARG_DIFF_DST,
+         {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
+         pd.diff_dst_desc()},
+        {DNNL_ARG_WEIGHTS,
+         {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+         pd.weights_desc()},
+        {DNNL_ARG_DIFF_SRC, {{g.src, dt::f32, tag::nchw}, r.engine, dx}, pd.diff_src_desc()}, r);
   } catch (const dnnl::error& e) {
     fail("backward-data", e, s);
   }
@@ -211,17 +223,15 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
       return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
     });
     const auto& pd = c->pd;
-    dnnl::memory x_user({g.src, t, tag::nchw}, r.engine, const_cast<void*>(x));
-    dnnl::memory dy_user({g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy));
-    dnnl::memory dw_user({g.weights, dt::f32, g.weights_tag}, r.engine, dweight);
-    dnnl::memory x_mem = input_as(x_user, pd.src_desc(), r);
-    dnnl::memory dy_mem = input_as(dy_user, pd.diff_dst_desc(), r);
-    dnnl::memory dw_mem = output_as(dw_user, pd.diff_weights_desc(), r);
-    c->primitive.execute(
-        r.stream,
-        {{DNNL_ARG_SRC, x_mem}, {DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_DIFF_WEIGHTS, dw_mem}});
-    finish_output(dw_mem, dw_user, r);
-    r.stream.wait();
+    run(c->primitive,
+        {DNNL_ARG_SRC, {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)}, pd.src_desc()},
+        {DNNL_ARG_DIFF_DST,
+         {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
+         pd.diff_dst_desc()},
+        {DNNL_ARG_DIFF_WEIGHTS,
+         {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
+         pd.diff_weights_desc()},
+        r);
   } catch (const dnnl::error& e) {
     fail("backward-weights", e, s);
   }
