@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +63,19 @@ void write_safetensors(const std::string& path,
 SafetensorsFile decode_safetensors(std::span<const uint8_t> bytes, const std::string& source,
                                    MemoryTag tag = MemoryTag::parameter);
 SafetensorsFile read_safetensors(const std::string& path, MemoryTag tag = MemoryTag::parameter);
+
+/// Where a floating-point tensor of a file holds a NaN or an infinity.
+struct NonFiniteElement {
+  std::string tensor;
+  int64_t element = 0;  ///< the flat index of the first such element
+  double value = 0.0;
+};
+/// The first NaN or infinity of `file`'s floating-point tensors, by tensor name and element;
+/// nothing when all are finite. Reading never refuses such values (a diagnostic may need to
+/// see them); what continues training from a file refuses them with check_finite().
+std::optional<NonFiniteElement> find_nonfinite(const SafetensorsFile& file);
+/// Throws mixp::Error naming `source` and find_nonfinite(file) when there is one.
+void check_finite(const SafetensorsFile& file, const std::string& source);
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the new one: a
 /// temporary file in the same folder, fsync, rename over `path`, then fsync of the folder.
