@@ -20,17 +20,17 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   std::error_code ec;
   MIXP_CHECK(std::filesystem::is_regular_file(path, ec), path,
              ": no such file (or not a regular file)");
-  std::vector<uint8_t> bytes;
-  constexpr size_t kChunk = size_t(1) << 20;
   std::FILE* file = std::fopen(path.c_str(), "rb");
   MIXP_CHECK(file != nullptr, path, ": cannot open: ", std::strerror(errno));
+  // Read to the end whatever the size said, in case the file grew; the size is the first guess.
+  std::vector<uint8_t> bytes(static_cast<size_t>(std::filesystem::file_size(path, ec)) + 1);
+  size_t got = 0;
   for (;;) {
-    const size_t old_size = bytes.size();
-    bytes.resize(old_size + kChunk);
-    const size_t got = std::fread(bytes.data() + old_size, 1, kChunk, file);
-    bytes.resize(old_size + got);
-    if (got < kChunk) break;
+    got += std::fread(bytes.data() + got, 1, bytes.size() - got, file);
+    if (got < bytes.size()) break;
+    bytes.resize(2 * bytes.size());
   }
+  bytes.resize(got);
   const bool failed = std::ferror(file) != 0;
   std::fclose(file);
   MIXP_CHECK(!failed, path, ": read error");

@@ -57,7 +57,6 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   MIXP_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, source, ": cannot start zlib");
   z.next_in = const_cast<Bytef*>(bytes.data());
   size_t consumed = 0;
-  constexpr size_t kChunk = size_t(1) << 20;
   int code = Z_OK;
   // zlib counts in 32-bit units: feed the input and take the output in chunks.
   for (;;) {
@@ -67,12 +66,14 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
       z.avail_in = uInt(take);
       consumed += take;
     }
+    // Output chunks grow with the output: few calls for a big file, little memory for a small one.
     const size_t old_size = out.size();
-    out.resize(old_size + kChunk);
+    const size_t chunk = std::clamp<size_t>(old_size, size_t(1) << 16, size_t(1) << 26);
+    out.resize(old_size + chunk);
     z.next_out = out.data() + old_size;
-    z.avail_out = uInt(kChunk);
+    z.avail_out = uInt(chunk);
     code = inflate(&z, Z_NO_FLUSH);
-    out.resize(old_size + (kChunk - z.avail_out));
+    out.resize(old_size + (chunk - z.avail_out));
     if (code == Z_STREAM_END) {
       // Another member may follow, as `cat a.gz b.gz` makes.
       if (z.avail_in == 0 && consumed == bytes.size()) break;
