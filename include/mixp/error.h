@@ -17,27 +17,48 @@
 //   }
 #pragma once
 
-#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 namespace mixp {
+
+#if defined(__cpp_lib_source_location)
+/// Where an error was raised.
+using SourceLocation = std::source_location;
+#else
+/// The file and line of std::source_location, for compilers that cannot use their standard
+/// library's (clang 14 with libstdc++ 12, which builds the fuzzers in fuzz/).
+struct SourceLocation {
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(),
+                                          unsigned line = __builtin_LINE()) noexcept {
+    return {file, line};
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+  const char* file_;
+  unsigned line_;
+};
+#endif
 
 /// Thrown for every error mixp reports. what() is message() followed by the source location.
 class Error : public std::runtime_error {
  public:
-  Error(std::string message, std::source_location where);
+  Error(std::string message, SourceLocation where);
 
   /// The message alone, without the source location.
   const std::string& message() const noexcept { return message_; }
   /// True when the error is a broken internal invariant, that is a bug in mixp.
   bool is_internal() const noexcept { return internal_; }
 
-  static Error internal(std::string message, std::source_location where);
+  static Error internal(std::string message, SourceLocation where);
 
  private:
-  Error(std::string message, std::source_location where, bool internal);
+  Error(std::string message, SourceLocation where, bool internal);
   std::string message_;
   bool internal_ = false;
 };
@@ -54,10 +75,10 @@ std::string concat(const Parts&... parts) {
 }  // namespace mixp
 
 /// Throws mixp::Error with the concatenated message parts when `cond` is false.
-#define MIXP_CHECK(cond, ...)                                                                    \
-  do {                                                                                           \
-    if (!(cond)) [[unlikely]]                                                                    \
-      throw ::mixp::Error(::mixp::detail::concat(__VA_ARGS__), std::source_location::current()); \
+#define MIXP_CHECK(cond, ...)                                                                      \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      throw ::mixp::Error(::mixp::detail::concat(__VA_ARGS__), ::mixp::SourceLocation::current()); \
   } while (false)
 
 /// For internal invariants: throws mixp::Error that says this is a bug in mixp.
@@ -67,5 +88,5 @@ std::string concat(const Parts&... parts) {
       throw ::mixp::Error::internal(                                      \
           ::mixp::detail::concat("internal error (a bug in mixp): " #cond \
                                  " failed. " __VA_OPT__(, ) __VA_ARGS__), \
-          std::source_location::current());                               \
+          ::mixp::SourceLocation::current());                             \
   } while (false)
