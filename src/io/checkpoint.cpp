@@ -64,6 +64,14 @@ std::string write_checkpoint(const std::string& dir, int64_t step,
     std::error_code ec;
     fs::remove(all[i].second, ec);  // a leftover old checkpoint is harmless
   }
+  // Temporary files of checkpoints are strays of writes that crashed before their rename (this
+  // one's was renamed): never read, and removed here so that they do not pile up.
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(".checkpoint-") && name.find(".safetensors.tmp.") != std::string::npos)
+      fs::remove(e.path(), ec);
+  }
   return path;
 }
 

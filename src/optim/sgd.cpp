@@ -42,6 +42,25 @@ Tensor Sgd::momentum_buffer(size_t i) const {
   return started_[i] ? momentum_[i] : Tensor();
 }
 
+const Tensor& Sgd::momentum_state(size_t i) const {
+  MIXP_CHECK(i < parameters_.size(), "momentum_state: parameter ", i, " of ", parameters_.size());
+  return momentum_[i];
+}
+
+bool Sgd::momentum_started(size_t i) const {
+  MIXP_CHECK(i < parameters_.size(), "momentum_started: parameter ", i, " of ",
+             parameters_.size());
+  return started_[i];
+}
+
+void Sgd::set_momentum_started(size_t i, bool started) {
+  MIXP_CHECK(i < parameters_.size(), "set_momentum_started: parameter ", i, " of ",
+             parameters_.size());
+  MIXP_CHECK(!started || momentum_[i].defined(),
+             "set_momentum_started: this Sgd has no momentum (momentum = 0)");
+  started_[i] = started;
+}
+
 namespace {
 template <typename C>
 void sgd_update(const MasterWeightOptimizer::Slot& s, Tensor buffer, bool first, double lr_d,

@@ -193,7 +193,8 @@ std::string run_config_json(const RunConfig& c) {
                               {"clip_norm", t.clip_norm},
                               {"checkpoint_every", t.checkpoint_every},
                               {"keep_checkpoints", t.keep_checkpoints},
-                              {"scaler_growth_interval", t.scaler_growth_interval}}}};
+                              {"scaler_growth_interval", t.scaler_growth_interval},
+                              {"on_nonfinite", name_of(t.on_nonfinite)}}}};
   return j.dump();
 }
 
@@ -224,6 +225,7 @@ RunConfig run_config_from_json(const std::string& text) {
     c.train.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
     c.train.keep_checkpoints = t.at("keep_checkpoints").get<int>();
     c.train.scaler_growth_interval = t.at("scaler_growth_interval").get<int64_t>();
+    c.train.on_nonfinite = parse_on_nonfinite(t.value("on_nonfinite", std::string("stop")));
   } catch (const nlohmann::json::exception& e) {
     MIXP_CHECK(false, "run config: ", e.what());
   }
@@ -236,6 +238,7 @@ RunConfig resume_config(const std::string& dir,
   const auto c = io::read_newest_checkpoint(
       dir,
       [&](const io::Checkpoint& ckpt) {
+        io::check_finite(ckpt.file, ckpt.path);  // as train() will refuse it
         const auto it = ckpt.file.metadata.find("config");
         MIXP_CHECK(it != ckpt.file.metadata.end() && !it->second.empty(), ckpt.path,
                    ": no run config in the metadata");

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <sstream>
 
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
@@ -179,6 +181,7 @@ json summary_object(const TrainResult& r) {
           {"peak_memory_bytes", memory},
           {"final_loss_scale", r.final_loss_scale},
           {"skipped_steps", r.skipped_steps},
+          {"nonfinite_skipped_steps", r.nonfinite_steps},
           {"evals", evals}};
 }
 
@@ -239,7 +242,32 @@ const Tensor& checkpoint_tensor(const io::Checkpoint& c, const std::string& name
   return it->second;
 }
 
+// The first parameter whose gradient holds a NaN or an infinity: "gradient of 'fc.weight'
+// holds nan at element 3", or "" when every gradient is finite.
+std::string first_nonfinite_gradient(const std::vector<std::pair<std::string, Tensor*>>& named) {
+  for (const auto& [name, p] : named) {
+    const Tensor g = p->grad();
+    if (!g.defined()) continue;
+    const std::vector<double> v = g.to_vector();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::isfinite(v[i])) continue;
+      std::ostringstream text;
+      text << "the gradient of '" << name << "' holds " << v[i] << " at element " << i;
+      return text.str();
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+const char* name_of(OnNonFinite policy) { return policy == OnNonFinite::skip ? "skip" : "stop"; }
+
+OnNonFinite parse_on_nonfinite(const std::string& name) {
+  if (name == "stop") return OnNonFinite::stop;
+  MIXP_CHECK(name == "skip", "unknown non-finite policy '", name, "' (stop or skip)");
+  return OnNonFinite::skip;
+}
 
 std::string metrics_json(const StepMetrics& m) { return step_json(m).dump(); }
 
@@ -350,6 +378,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   int64_t train_samples = 0;
   double window_loss = 0.0, window_ms = 0.0;
   int64_t window_steps = 0, window_samples = 0;
+  int64_t window_loss_steps = 0;  // steps of the window whose loss was finite
   int64_t step = 0, epoch = 0, empty_in_a_row = 0;
   auto run_eval = [&]() {
     if (!r.evals.empty() && r.evals.back().step == step) return;
@@ -377,7 +406,13 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     }
     return t;
   };
-  auto save_checkpoint = [&]() {
+  // `before`: the loader and generator as they were before the current batch, for the
+  // checkpoint of the last good state when a non-finite step stops the run.
+  struct Before {
+    std::optional<data::LoaderState> loader;
+    std::optional<PhiloxState> generator;
+  };
+  auto save_checkpoint = [&](const std::optional<Before>& before) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& [name, p] : named_params) tensors.emplace_back("param/" + name, p->detach());
     for (const auto& [name, b] : named_buffers) tensors.emplace_back("buffer/" + name, *b);
@@ -402,13 +437,15 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
                           {"window_loss", window_loss},
                           {"window_ms", window_ms},
                           {"window_steps", window_steps},
+                          {"window_loss_steps", window_loss_steps},
                           {"window_samples", window_samples},
                           {"train_ms", train_ms},
                           {"train_samples", train_samples},
                           {"skipped_steps", r.skipped_steps},
+                          {"nonfinite_steps", r.nonfinite_steps},
                           {"step_ms", step_ms}};
-    const std::optional<PhiloxState> gen = model.generator_state();
-    const std::optional<data::LoaderState> loader = data.loader_state();
+    const std::optional<PhiloxState> gen = before ? before->generator : model.generator_state();
+    const std::optional<data::LoaderState> loader = before ? before->loader : data.loader_state();
     MIXP_CHECK(loader.has_value(), "train: this data source cannot be checkpointed");
     const json loader_json = {{"rng", philox_json(loader->rng)},
                               {"epoch", loader->epoch},
@@ -434,6 +471,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   // Resumption: validate every piece of the newest usable checkpoint, then apply it.
   std::function<void()> apply_checkpoint;
   auto validate = [&](const io::Checkpoint& c) {
+    io::check_finite(c.file, c.path);  // a poisoned state is no place to continue from
     const json options = metadata_json(c, "options");
     MIXP_CHECK(options.at("precision").get<std::string>() == preset.name, c.path,
                ": written under preset ", options.at("precision").get<std::string>(), ", not ",
@@ -497,10 +535,12 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
         window_loss = trainer.at("window_loss").get<double>();
         window_ms = trainer.at("window_ms").get<double>();
         window_steps = trainer.at("window_steps").get<int64_t>();
+        window_loss_steps = trainer.value("window_loss_steps", window_steps);
         window_samples = trainer.at("window_samples").get<int64_t>();
         train_ms = trainer.at("train_ms").get<double>();
         train_samples = trainer.at("train_samples").get<int64_t>();
         r.skipped_steps = trainer.at("skipped_steps").get<int64_t>();
+        r.nonfinite_steps = trainer.value("nonfinite_steps", int64_t(0));
         step_ms = trainer.at("step_ms").get<std::vector<double>>();
         r.log = log;
         r.evals = evals;
@@ -531,7 +571,11 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   }
 
   model.set_training(true);
+  const bool checkpointing = o.checkpoint_every > 0;
   while (step < total) {
+    // The state a non-finite step may have to write as the last good one.
+    const Before before = checkpointing ? Before{data.loader_state(), model.generator_state()}
+                                        : Before{};
     std::optional<data::Batch> batch = data.next_train();
     if (!batch) {
       MIXP_CHECK(++empty_in_a_row < 2, "train: the training data yielded no batch");
@@ -550,21 +594,47 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
       loss = loss_of(model.forward(batch->x), batch->y, task);
     }
     scaler.scale(loss).backward();
+    if (o.on_gradients) o.on_gradients(step + 1, named_params);
     for (auto& opt : optimizers) scaler.unscale(*opt);
-    optim::clip_grad_norm(params, o.clip_norm);
-    bool applied = true;
-    for (auto& opt : optimizers) applied = scaler.step(*opt) && applied;
+    const double norm = optim::clip_grad_norm(params, o.clip_norm);
+    const double loss_value = loss.item();
+    // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
+    const bool nonfinite =
+        !scaler.is_enabled() && !(std::isfinite(loss_value) && std::isfinite(norm));
+    if (nonfinite && o.on_nonfinite == OnNonFinite::stop) {
+      const std::string gradient = first_nonfinite_gradient(named_params);
+      for (auto& opt : optimizers) opt->zero_grad();
+      std::string kept = "no checkpoint was written (checkpoint_every is 0)";
+      if (checkpointing) {
+        save_checkpoint(before);
+        kept = "the last good state is checkpoint " + r.last_checkpoint;
+      }
+      std::ostringstream loss_text;
+      loss_text << loss_value;
+      MIXP_CHECK(false, "train: step ", step + 1, ": the loss is ", loss_text.str(),
+                 gradient.empty() ? std::string(" and every gradient is finite")
+                                  : std::string(" and ") + gradient,
+                 "; preset ", preset.name, " has no loss scaling to skip such steps. Nothing was "
+                 "updated; ", kept, ". --on-nonfinite skip (TrainOptions::on_nonfinite) drops "
+                 "such batches instead");
+    }
+    bool applied = !nonfinite;
+    if (applied)
+      for (auto& opt : optimizers) applied = scaler.step(*opt) && applied;
     scaler.update();
     for (auto& opt : optimizers) opt->zero_grad();
-    const double loss_value = loss.item();
     const double ms = ms_since(start);
     ++step;
     if (!applied) ++r.skipped_steps;
+    if (nonfinite) ++r.nonfinite_steps;
     const int64_t samples = batch->x.size(0);
     step_ms.push_back(ms);
     train_ms += ms;
     train_samples += samples;
-    window_loss += loss_value;
+    if (std::isfinite(loss_value)) {  // a skipped NaN would poison the whole window's mean
+      window_loss += loss_value;
+      ++window_loss_steps;
+    }
     window_ms += ms;
     window_samples += samples;
     ++window_steps;
@@ -575,7 +645,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     if (logged) {
       StepMetrics m{.step = step,
                     .epoch = per_epoch > 0 ? (step - 1) / per_epoch : 0,
-                    .loss = window_loss / double(window_steps),
+                    .loss = window_loss_steps > 0 ? window_loss / double(window_loss_steps)
+                                                  : std::numeric_limits<double>::quiet_NaN(),
                     .lr = lr_now,
                     .scale = scale_used,
                     .samples_per_s = double(window_samples) / (window_ms / 1000.0),
@@ -583,7 +654,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
       r.log.push_back(m);
       if (metrics_file.is_open()) metrics_file << metrics_json(m) << "\n" << std::flush;
       window_loss = window_ms = 0.0;
-      window_steps = window_samples = 0;
+      window_steps = window_samples = window_loss_steps = 0;
     }
     const StepMetrics& last = r.log.empty() ? StepMetrics{} : r.log.back();
     progress.step(step, total, logged ? last.loss : loss_value,
@@ -592,7 +663,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     const bool stop = o.stop_requested && o.stop_requested();
     if (stop || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
       MIXP_CHECK(!o.out_dir.empty(), "train: stopping writes a checkpoint, which needs out_dir");
-      save_checkpoint();
+      save_checkpoint(std::nullopt);
     }
     if (stop) {
       r.stopped = true;

@@ -3,7 +3,13 @@
 #include "mixp/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +21,7 @@
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/ops.h"
+#include "io/write_hook.h"
 #include "mixp/random.h"
 #include "support/xml_check.h"
 
@@ -58,8 +65,9 @@ class TinyClassifier : public train::TrainModel {
 // Three Gaussian blobs in 16 dimensions; batches in an order shuffled per epoch from the seed.
 class BlobData : public train::DataSource {
  public:
-  BlobData(uint64_t seed, int64_t train_n = 96, int64_t test_n = 48, int64_t batch = 16)
-      : seed_(seed), batch_(batch) {
+  BlobData(uint64_t seed, int64_t train_n = 96, int64_t test_n = 48, int64_t batch = 16,
+           double noise = 0.5)
+      : seed_(seed), batch_(batch), noise_(noise) {
     make(train_n, 100, train_x_, train_y_);
     make(test_n, 200, test_x_, test_y_);
     shuffle();
@@ -107,7 +115,7 @@ class BlobData : public train::DataSource {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t label = i % 3;
       for (int64_t d = 0; d < 16; ++d)
-        xs.push_back((d % 3 == label ? 1.5 : 0.0) + 0.5 * double(rng.normal()));
+        xs.push_back((d % 3 == label ? 1.5 : 0.0) + noise_ * double(rng.normal()));
       ys.push_back(double(label));
     }
     x = from_values(xs, {n, 16});
@@ -123,6 +131,7 @@ class BlobData : public train::DataSource {
   }
   uint64_t seed_;
   int64_t batch_;
+  double noise_;
   Tensor train_x_, train_y_, test_x_, test_y_;
   std::vector<int64_t> order_;
   int64_t position_ = 0, epoch_ = 0;
@@ -627,6 +636,281 @@ TEST_F(Resume, CheckpointsNeedARunFolderAndStatefulData) {
   o.out_dir = dir_.string();
   o.keep_checkpoints = 0;
   EXPECT_THROW(train::train(model, data, o), Error);
+}
+
+
+// ---- torn writes ------------------------------------------------------------------------------
+
+TEST_F(Resume, ACrashBetweenFsyncAndRenameLeavesThePreviousCheckpointLoadable) {
+  // A child process (gtest re-executes this binary) trains and is killed with SIGKILL inside
+  // write_file_atomically, once the temporary file of checkpoint 9 is written and fsynced but
+  // before its rename: what a power cut at that moment leaves. The folder comes from the
+  // environment so that the child writes where the parent looks.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!std::getenv("MIXP_TORN_TEST_DIR"))
+    ::setenv("MIXP_TORN_TEST_DIR", (dir_ / "crashed").c_str(), 1);
+  const fs::path dir = std::getenv("MIXP_TORN_TEST_DIR");
+  EXPECT_EXIT(
+      {
+        io::detail::ScopedAtomicWriteHook crash([](const std::string& temp,
+                                                   const std::string& target) {
+          if (target.ends_with(io::checkpoint_file_name(9)) && fs::exists(temp)) ::raise(SIGKILL);
+        });
+        TinyClassifier model(0);
+        BlobData data(0);
+        train::train(model, data, resumable("fp32", dir));
+      },
+      ::testing::KilledBySignal(SIGKILL), "");
+  ::unsetenv("MIXP_TORN_TEST_DIR");
+
+  // The stray temporary file holds the whole new checkpoint; the previous two are intact.
+  std::vector<std::string> strays;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().starts_with(".checkpoint-00000009.safetensors.tmp."))
+      strays.push_back(e.path().string());
+  ASSERT_EQ(strays.size(), 1u);
+  const auto all = io::list_checkpoints(dir.string());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, 6);
+  EXPECT_EQ(all[1].first, 3);
+  EXPECT_NO_THROW(io::read_safetensors(all[0].second));
+  EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
+
+  const Finished a = straight("fp32");
+  const Finished b = resume("fp32", dir);
+  EXPECT_EQ(b.result.resumed_from, 6);
+  EXPECT_EQ(a.bytes, b.bytes);
+  expect_same_history(a.result, b.result);
+  EXPECT_FALSE(fs::exists(strays[0])) << "the next checkpoint write removes the stray";
+}
+
+TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
+  const Finished a = straight("amp-fp16");
+  const fs::path dir = dir_ / "nan";
+  {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::TrainOptions o = resumable("amp-fp16", dir);
+    int calls = 0;
+    o.stop_requested = [&] { return ++calls == 7; };  // checkpoints 6 and 7
+    ASSERT_TRUE(train::train(model, data, o).stopped);
+  }
+  // Checkpoint 7 rewritten with one NaN weight, everything else as it was.
+  const std::string newest = (dir / io::checkpoint_file_name(7)).string();
+  io::SafetensorsFile f = io::read_safetensors(newest);
+  std::vector<double> w = f.tensors.at("param/fc.weight").to_vector();
+  w[5] = std::nan("");
+  f.tensors["param/fc.weight"] = from_values(w, {3, 16});
+  std::vector<std::pair<std::string, Tensor>> tensors(f.tensors.begin(), f.tensors.end());
+  io::write_safetensors(newest, tensors, f.metadata);
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions o = resumable("amp-fp16", dir);
+  o.resume = true;
+  std::string log;
+  char* buf = nullptr;
+  size_t len = 0;
+  o.log = ::open_memstream(&buf, &len);
+  o.progress = train::Progress::lines;
+  const train::TrainResult r = train::train(model, data, o);
+  std::fclose(o.log);
+  log.assign(buf, len);
+  std::free(buf);
+  EXPECT_EQ(r.resumed_from, 6);
+  EXPECT_NE(log.find("skipping checkpoint " + newest), std::string::npos) << log;
+  EXPECT_NE(log.find("tensor 'param/fc.weight' holds nan at element 5"), std::string::npos) << log;
+  EXPECT_EQ(a.bytes, tensor_bytes(dir / "model.safetensors"));
+}
+
+// ---- non-finite steps ---------------------------------------------------------------------------
+
+// BlobData whose batch at (epoch, position) holds NaN pixels: non-finite data, at a place that
+// follows the loader's state, so that a resumed run meets it where the straight run did.
+class PoisonedBlobs : public train::DataSource {
+ public:
+  PoisonedBlobs(int64_t epoch, int64_t position) : epoch_(epoch), position_(position) {}
+  std::optional<data::Batch> next_train() override {
+    const data::LoaderState at = *inner_.loader_state();
+    std::optional<data::Batch> b = inner_.next_train();
+    if (b && at.epoch == epoch_ && at.position == position_) {
+      std::vector<double> x = b->x.to_vector();
+      x[3] = std::nan("");
+      b->x = from_values(x, b->x.shape());
+    }
+    return b;
+  }
+  int64_t batches_per_epoch() const override { return inner_.batches_per_epoch(); }
+  void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
+    inner_.for_each_eval_batch(visit);
+  }
+  std::optional<data::LoaderState> loader_state() const override { return inner_.loader_state(); }
+  void set_loader_state(const data::LoaderState& s) override { inner_.set_loader_state(s); }
+
+ private:
+  BlobData inner_{0};
+  int64_t epoch_, position_;
+};
+
+class NonFinite : public Trainer {
+ protected:
+  train::TrainOptions run_options(const std::string& precision, const fs::path& dir) const {
+    train::TrainOptions o = options(precision);
+    o.out_dir = dir.string();
+    o.steps = 12;
+    o.checkpoint_every = 4;
+    return o;
+  }
+};
+
+TEST_F(NonFinite, NaNDataWithoutAScalerStopsNamingTheStepAndKeepsTheLastGoodState) {
+  for (const std::string precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const fs::path dir = dir_ / precision;
+    // The batch of step 6: epoch 0, the sixth of 16 samples.
+    std::string message;
+    {
+      TinyClassifier model(0);
+      PoisonedBlobs data(0, 5 * 16);
+      try {
+        train::train(model, data, run_options(precision, dir));
+        ADD_FAILURE() << "expected an error";
+      } catch (const Error& e) {
+        message = e.message();
+      }
+    }
+    EXPECT_NE(message.find("step 6: the loss is nan"), std::string::npos) << message;
+    EXPECT_NE(message.find("the gradient of 'fc.weight' holds nan"), std::string::npos) << message;
+    EXPECT_NE(message.find(precision), std::string::npos) << message;
+    EXPECT_NE(message.find(io::checkpoint_file_name(5)), std::string::npos) << message;
+    // The checkpoint of step 5 is the last good state: no checkpoint holds a NaN.
+    const auto all = io::list_checkpoints(dir.string());
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0].first, 5);
+    EXPECT_EQ(all[1].first, 4);
+    for (const auto& [step, path] : all) EXPECT_FALSE(io::find_nonfinite(io::read_safetensors(path)));
+    EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
+
+    // Resumed from it with skip, the run is bitwise one that skipped from the start.
+    train::TrainResult skipped_straight, resumed;
+    {
+      TinyClassifier model(0);
+      PoisonedBlobs data(0, 5 * 16);
+      train::TrainOptions o = run_options(precision, dir_ / (precision + "-skip"));
+      o.on_nonfinite = train::OnNonFinite::skip;
+      skipped_straight = train::train(model, data, o);
+    }
+    {
+      TinyClassifier model(0);
+      PoisonedBlobs data(0, 5 * 16);
+      train::TrainOptions o = run_options(precision, dir);
+      o.on_nonfinite = train::OnNonFinite::skip;
+      o.resume = true;
+      resumed = train::train(model, data, o);
+    }
+    EXPECT_EQ(resumed.resumed_from, 5);
+    EXPECT_EQ(skipped_straight.steps, 12);
+    EXPECT_EQ(skipped_straight.skipped_steps, 1);
+    EXPECT_EQ(skipped_straight.nonfinite_steps, 1);
+    EXPECT_EQ(resumed.skipped_steps, 1);
+    EXPECT_EQ(tensor_bytes(dir / "model.safetensors"),
+              tensor_bytes(dir_ / (precision + "-skip") / "model.safetensors"));
+    expect_same_history(skipped_straight, resumed);
+    for (const train::StepMetrics& m : skipped_straight.log) EXPECT_TRUE(std::isfinite(m.loss)) << m.step;
+    const json summary = json::parse(slurp(dir_ / (precision + "-skip") / "summary.json"));
+    EXPECT_EQ(summary["skipped_steps"], 1);
+    EXPECT_EQ(summary["nonfinite_skipped_steps"], 1);
+  }
+}
+
+TEST_F(NonFinite, AnInfiniteGradientWithAFiniteLossIsNamedByParameterAndElement) {
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions o = options("amp-bf16");
+  o.steps = 6;
+  o.on_gradients = [](int64_t step, const std::vector<std::pair<std::string, Tensor*>>& p) {
+    if (step != 3) return;
+    Tensor g = p[1].second->grad();  // fc.bias
+    g.data<float>()[2] = -std::numeric_limits<float>::infinity();
+  };
+  try {
+    train::train(model, data, o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.message();
+    EXPECT_NE(m.find("step 3: the loss is "), std::string::npos) << m;
+    EXPECT_EQ(m.find("the loss is nan"), std::string::npos) << m;
+    EXPECT_NE(m.find("the gradient of 'fc.bias' holds -inf at element 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("no checkpoint was written"), std::string::npos) << m;
+  }
+}
+
+TEST_F(NonFinite, WithAScalerNaNDataIsASkippedStepNotAnError) {
+  TinyClassifier model(0);
+  PoisonedBlobs data(0, 5 * 16);
+  train::TrainOptions o = run_options("amp-fp16", dir_);
+  const train::TrainResult r = train::train(model, data, o);
+  EXPECT_EQ(r.steps, 12);
+  EXPECT_EQ(r.skipped_steps, 1);
+  EXPECT_EQ(r.nonfinite_steps, 0);  // the scaler's skip, not on_nonfinite's
+  EXPECT_EQ(r.final_loss_scale, 32768.0);
+}
+
+// NaN/Inf storms: non-finite gradients in 1% of the steps of an amp-fp16 run. The scaler skips
+// exactly those steps (the weights do not move), the run finishes and the accuracy stays
+// within half a point of a clean run's.
+TEST_F(NonFinite, AStormOfNonFiniteGradientsInOnePercentOfStepsCostsNoAccuracy) {
+  constexpr int64_t kSteps = 300, kEvery = 100;
+  struct Outcome {
+    train::TrainResult result;
+    int injected = 0, unchanged = 0;
+  };
+  auto run = [&](bool storm) {
+    TinyClassifier model(0);
+    // Few epochs (an evaluation ends each), and a test set where a sample is 0.05 points.
+    BlobData data(0, /*train_n=*/4096, /*test_n=*/2000, /*batch=*/32, /*noise=*/2.0);
+    train::TrainOptions o = options("amp-fp16");
+    o.out_dir.clear();
+    o.steps = kSteps;
+    o.lr = 0.02;
+    Outcome out;
+    std::vector<double> before;  // the weights when a storm step's gradients were poisoned
+    o.on_gradients = [&](int64_t step, const std::vector<std::pair<std::string, Tensor*>>& p) {
+      const std::vector<double> now = p[0].second->to_vector();
+      if (!before.empty()) {
+        out.unchanged += now == before;  // the update of the poisoned step was skipped
+        before.clear();
+      }
+      if (!storm || step % kEvery != kEvery / 2) return;
+      Tensor g = p[0].second->grad();
+      g.data<float>()[step % 48] = out.injected % 2 ? std::numeric_limits<float>::infinity()
+                                                    : std::numeric_limits<float>::quiet_NaN();
+      ++out.injected;
+      before = now;
+    };
+    out.result = train::train(model, data, o);
+    return out;
+  };
+  const Outcome clean = run(false), storm = run(true);
+  EXPECT_EQ(storm.injected, int(kSteps / kEvery));
+  EXPECT_EQ(storm.unchanged, storm.injected);
+  EXPECT_EQ(clean.result.skipped_steps, 0);
+  EXPECT_EQ(storm.result.skipped_steps, storm.injected);
+  EXPECT_EQ(storm.result.steps, kSteps);
+  EXPECT_EQ(storm.result.final_loss_scale, 65536.0 / double(1 << storm.injected));
+  ASSERT_TRUE(clean.result.test_accuracy && storm.result.test_accuracy);
+  // A task hard enough that accuracy is not saturated: the bound means something.
+  EXPECT_LT(*clean.result.test_accuracy, 0.97);
+  EXPECT_GT(*clean.result.test_accuracy, 0.6);
+  EXPECT_LE(std::abs(*storm.result.test_accuracy - *clean.result.test_accuracy), 0.005);
+  std::printf("accuracy: clean %.4f, storm %.4f (%d steps of %lld skipped)\n",
+              *clean.result.test_accuracy, *storm.result.test_accuracy, storm.injected,
+              (long long)kSteps);
+}
+
+TEST(OnNonFinite, NamesRoundTrip) {
+  for (const auto p : {train::OnNonFinite::stop, train::OnNonFinite::skip})
+    EXPECT_EQ(train::parse_on_nonfinite(train::name_of(p)), p);
+  EXPECT_THROW(train::parse_on_nonfinite("ignore"), Error);
 }
 
 }  // namespace

@@ -36,7 +36,8 @@ std::string checkpoint_file_name(int64_t step);
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
 
 /// Writes the checkpoint of `step` into `dir` atomically, then deletes all but the newest
-/// `keep` (>= 1) checkpoints. Returns its path. Throws mixp::Error naming the file.
+/// `keep` (>= 1) checkpoints and the temporary files that crashed writes left. Returns its
+/// path. Throws mixp::Error naming the file.
 std::string write_checkpoint(const std::string& dir, int64_t step,
                              const std::vector<std::pair<std::string, Tensor>>& tensors,
                              const std::map<std::string, std::string>& metadata, int keep = 2);

@@ -11,7 +11,8 @@
 // The momentum buffer b is fp32 (f64 for f64 parameters), tagged MemoryTag::optimizer_state,
 // allocated at construction when momentum != 0. bf16 and f16 parameters are updated through
 // an fp32 master copy unless options.precision says otherwise (mixp/optim/master_weights.h).
-// set_learning_rate() changes lr for the following steps.
+// set_learning_rate() changes lr for the following steps. momentum_state() and
+// momentum_started() are what a checkpoint saves (see them below).
 //
 // Example:
 //
@@ -46,6 +47,16 @@ class Sgd : public MasterWeightOptimizer {
   const SgdOptions& options() const { return options_; }
   /// The momentum buffer of parameter i (undefined without momentum or before its first step).
   Tensor momentum_buffer(size_t i) const;
+  /// For checkpoints: the buffer of parameter i whether or not a step has started it
+  /// (undefined without momentum), sharing the optimizer's storage, so that copy_ into it
+  /// restores a saved buffer; and whether it has started (PyTorch's momentum_buffer is not
+  /// None: the first step sets b = d instead of momentum * b + (1 - dampening) * d). Together
+  /// with steps(), master(i) and rounding_state() they make a resumed Sgd bitwise the one
+  /// that was not interrupted.
+  const Tensor& momentum_state(size_t i) const;
+  bool momentum_started(size_t i) const;
+  /// Throws mixp::Error for an index out of range or a start without momentum.
+  void set_momentum_started(size_t i, bool started);
 
  private:
   SgdOptions options_;

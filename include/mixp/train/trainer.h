@@ -44,7 +44,8 @@
 // (DataSource::loader_state()), "schedule" (the step the learning-rate schedule is at) and
 // "history" (every StepMetrics and EvalMetrics so far, so that metrics.jsonl and loss.svg
 // continue). With `resume`, train() continues from the newest checkpoint of out_dir that
-// reads and matches the model (names, shapes and dtypes), skipping others with a message, and
+// reads, matches the model (names, shapes and dtypes) and holds only finite floating-point
+// values (io::check_finite), skipping others with a message, and
 // rewrites metrics.jsonl from the history: same seed and threads, so the run is bitwise the
 // one that was not interrupted (DESIGN.md's determinism).
 //
@@ -124,6 +125,18 @@ enum class Progress : uint8_t {
   none = 3,
 };
 
+/// What a step does when its loss or a gradient is a NaN or an infinity and no GradScaler
+/// handles it (presets without loss scaling: fp32, amp-bf16, bf16, bf16-sr). With a scaler
+/// (amp-fp16, fp16) such a step is always skipped and the scale backs off.
+enum class OnNonFinite : uint8_t {
+  stop = 0,  ///< throw mixp::Error naming the step, the loss and the first parameter whose
+             ///< gradient is not finite, before any update (see TrainOptions::on_nonfinite)
+  skip = 1,  ///< drop the batch: no update, counted in TrainResult::skipped_steps
+};
+/// "stop" or "skip", and back (throws mixp::Error for other names).
+const char* name_of(OnNonFinite policy);
+OnNonFinite parse_on_nonfinite(const std::string& name);
+
 struct TrainOptions {
   std::string model_name = "model";  ///< for the summary and the log
   std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
@@ -149,6 +162,16 @@ struct TrainOptions {
   /// must be set), stops and returns with TrainResult::stopped. The CLI's SIGINT and SIGTERM
   /// handlers set the flag it reads.
   std::function<bool()> stop_requested{};
+  /// A non-finite loss or gradient without loss scaling. stop: nothing is updated; when
+  /// checkpoint_every > 0 the state before the step (the last good one) is written as the
+  /// checkpoint of the previous step, so that no checkpoint ever holds the poisoned state and
+  /// a resume with skip continues from there. skip: the batch is dropped.
+  OnNonFinite on_nonfinite = OnNonFinite::stop;
+  /// Called after every backward pass, before unscaling and clipping, with the step (from 1)
+  /// and model.named_parameters(): it may read or change their .grad() (scaled by the loss
+  /// scale, if any). The tests inject non-finite gradients with it.
+  std::function<void(int64_t step, const std::vector<std::pair<std::string, Tensor*>>& parameters)>
+      on_gradients{};
 };
 
 struct StepMetrics {
@@ -183,7 +206,8 @@ struct TrainResult {
   double samples_per_s = 0.0;  ///< training samples over training time (evaluation excluded)
   std::map<std::string, int64_t> peak_memory;  ///< bytes by MemoryTag name, and "total"
   double final_loss_scale = 1.0;
-  int64_t skipped_steps = 0;
+  int64_t skipped_steps = 0;    ///< steps without an update: by the scaler or on_nonfinite
+  int64_t nonfinite_steps = 0;  ///< of those, the batches on_nonfinite = skip dropped
   bool stopped = false;         ///< stop_requested() ended the run early
   int64_t resumed_from = 0;     ///< the step of the checkpoint resumed, 0 when none
   std::string last_checkpoint;  ///< the path of the last checkpoint written, if any
