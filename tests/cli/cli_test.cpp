@@ -579,5 +579,218 @@ TEST_F(CliCheckpoint, ResumeOfAFolderWithoutCheckpointsExitsWithTwo) {
   EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
 }
 
+
+// ---- reliability from outside: corrupt files, non-finite steps, --resume with flags ----------
+
+// A folder of small IDX files (8x8 images, 10 classes) the mlp learns in a few steps.
+class CliReliability : public Cli {
+ protected:
+  using Bytes = std::vector<uint8_t>;
+  static Bytes idx(uint32_t magic, const std::vector<uint32_t>& dims, const Bytes& data) {
+    Bytes out;
+    auto put = [&](uint32_t v) {
+      for (int shift = 24; shift >= 0; shift -= 8) out.push_back(uint8_t(v >> shift));
+    };
+    put(magic);
+    for (uint32_t d : dims) put(d);
+    out.insert(out.end(), data.begin(), data.end());
+    return out;
+  }
+  static void write(const fs::path& p, const Bytes& b) {
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  }
+  static Bytes images(uint32_t n) {
+    Bytes px;
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t p = 0; p < 64; ++p) px.push_back(uint8_t((p % 10 == i % 10 ? 200 : 0) + p % 7));
+    return idx(0x803, {n, 8, 8}, px);
+  }
+  static Bytes labels(uint32_t n) {
+    Bytes l;
+    for (uint32_t i = 0; i < n; ++i) l.push_back(uint8_t(i % 10));
+    return idx(0x801, {n}, l);
+  }
+  fs::path data_set(const std::string& name) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    write(d / "train-images-idx3-ubyte", images(128));
+    write(d / "train-labels-idx1-ubyte", labels(128));
+    write(d / "t10k-images-idx3-ubyte", images(40));
+    write(d / "t10k-labels-idx1-ubyte", labels(40));
+    return d;
+  }
+  std::string mlp(const fs::path& data, const fs::path& out, const std::string& more = "") {
+    return "train --model mlp --data '" + data.string() + "' --out '" + out.string() +
+           "' --threads 1 " + more;
+  }
+  static std::map<std::string, std::vector<uint8_t>> tensors(const fs::path& file) {
+    std::map<std::string, std::vector<uint8_t>> out;
+    for (const auto& [name, t] : io::read_safetensors(file.string()).tensors)
+      out[name] = io::encode_safetensors({{name, t}});
+    return out;
+  }
+  // tests/io/independent_safetensors_reader.py on `file`: names, dtypes, shapes, offsets.
+  CliResult mixp_python(const fs::path& file) {
+    const fs::path out = dir_ / "py.out", err = dir_ / "py.err";
+    const std::string command = "/usr/bin/python3 '" MIXP_INDEPENDENT_READER "' --layout '" +
+                                file.string() + "' > '" + out.string() + "' 2> '" + err.string() +
+                                "'";
+    const int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  }
+};
+
+TEST_F(CliReliability, CorruptIdxFilesExitWithTwoNamingTheFile) {
+  struct Case {
+    const char* file;
+    Bytes bytes;
+    const char* problem;
+  };
+  Bytes cut = images(128);
+  cut.resize(cut.size() - 100);
+  Bytes extra = labels(128);
+  extra.push_back(7);
+  const std::vector<Case> cases = {
+      {"train-images-idx3-ubyte", cut, "truncated: expected 8208 bytes"},
+      {"train-labels-idx1-ubyte", extra, "1 unexpected bytes after the data"},
+      {"train-labels-idx1-ubyte", labels(127), "127 labels"},
+      {"t10k-images-idx3-ubyte", idx(0x08030000, {}, {}), "wrong magic number"},
+      {"t10k-labels-idx1-ubyte", idx(0x801, {0xFFFFFFFF}, {1, 2}), "truncated"},
+      {"t10k-labels-idx1-ubyte", {}, "truncated: expected at least 4 bytes"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.problem);
+    const fs::path d = data_set("set" + std::to_string(n++));
+    write(d / c.file, c.bytes);
+    const CliResult r = mixp(mlp(d, dir_ / "out", "--steps 2"));
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find(c.file), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.problem), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  }
+  // A .gz name over bytes that are not gzip.
+  const fs::path d = data_set("gz");
+  fs::remove(d / "t10k-images-idx3-ubyte");
+  write(d / "t10k-images-idx3-ubyte.gz", images(40));
+  const CliResult r = mixp(mlp(d, dir_ / "out", "--steps 2"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("t10k-images-idx3-ubyte.gz: not gzip data"), std::string::npos) << r.err;
+}
+
+TEST_F(CliReliability, ResumeOfAFolderOfOnlyCorruptCheckpointsExitsWithTwo) {
+  const fs::path data = data_set("idx"), run = dir_ / "run";
+  ASSERT_EQ(mixp(mlp(data, run, "--steps 8 --checkpoint-every 4")).status, 0);
+  const auto all = io::list_checkpoints(run.string());
+  ASSERT_EQ(all.size(), 2u);  // 8 and 4
+  // The newest cut short; the other with one NaN weight; a third whose header is not JSON.
+  fs::resize_file(all[0].second, fs::file_size(all[0].second) - 3);
+  io::SafetensorsFile f = io::read_safetensors(all[1].second);
+  std::vector<double> w = f.tensors.at("param/fc1.bias").to_vector();
+  w[9] = std::nan("");
+  f.tensors["param/fc1.bias"] = from_values(w, {int64_t(w.size())});
+  io::write_safetensors(all[1].second,
+                        std::vector<std::pair<std::string, Tensor>>(f.tensors.begin(),
+                                                                    f.tensors.end()),
+                        f.metadata);
+  const fs::path garbled = run / io::checkpoint_file_name(2);
+  std::ofstream(garbled, std::ios::binary) << std::string("\x10\0\0\0\0\0\0\0{\"a\": [1, 2,}   ", 24);
+  const CliResult r = mixp("train --resume '" + run.string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(all[0].second + ": tensor"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run past the end of the data"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tensor 'param/fc1.bias' holds nan at element 9"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(garbled.string() + ": the header is not valid JSON"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliReliability, ANonFiniteLossStopsWithTwoOrIsSkipped) {
+  // A learning rate of 1e30 throws the weights to 1e30 in one AdamW step; the next forward
+  // pass overflows fp32 and the loss is a NaN.
+  const fs::path data = data_set("idx"), run = dir_ / "run";
+  CliResult r = mixp(mlp(data, run, "--steps 6 --lr 1e30 --checkpoint-every 4"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("step 2: the loss is"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the gradient of 'fc1.weight' holds"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--on-nonfinite skip"), std::string::npos) << r.err;
+  const auto all = io::list_checkpoints(run.string());
+  ASSERT_EQ(all.size(), 1u);  // the last good state, that of step 1
+  EXPECT_EQ(all[0].first, 1);
+  EXPECT_FALSE(io::find_nonfinite(io::read_safetensors(all[0].second)));
+  EXPECT_FALSE(fs::exists(run / "model.safetensors"));
+  // Continued with skip: every later batch is dropped, and the summary counts them.
+  r = mixp("train --resume '" + run.string() + "' --on-nonfinite skip");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume: --on-nonfinite skip instead of the run's stop"), std::string::npos)
+      << r.out;
+  const std::string summary = slurp(run / "summary.json");
+  EXPECT_EQ(json_number(summary, "skipped_steps"), 5.0) << summary;
+  EXPECT_EQ(json_number(summary, "nonfinite_skipped_steps"), 5.0) << summary;
+  // The same from the start.
+  r = mixp(mlp(data, dir_ / "skip", "--steps 6 --lr 1e30 --on-nonfinite skip"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(tensors(run / "model.safetensors"), tensors(dir_ / "skip" / "model.safetensors"));
+  EXPECT_EQ(mixp(mlp(data, dir_ / "bad", "--steps 2 --on-nonfinite ignore")).status, 2);
+}
+
+TEST_F(CliReliability, ResumeRefusesFlagsThatChangeTheRunAndAppliesTheOthers) {
+  const fs::path data = data_set("idx"), straight = dir_ / "straight", run = dir_ / "run";
+  ASSERT_EQ(mixp(mlp(data, straight, "--steps 20 --checkpoint-every 5")).status, 0);
+  ASSERT_EQ(mixp(mlp(data, run, "--steps 20 --checkpoint-every 5")).status, 0);
+  // Back to step 15, as if the run had been killed there.
+  fs::remove(run / io::checkpoint_file_name(20));
+  fs::remove(run / "model.safetensors");
+  const std::string resume = "train --resume '" + run.string() + "' ";
+  struct Refused {
+    std::string flags, named;
+  };
+  for (const Refused& c : std::vector<Refused>{{"--steps 40", "--steps 40 differs from the run's 20"},
+                                               {"--precision bf16", "--precision bf16 differs"},
+                                               {"--lr 0.01", "--lr 0.01 differs from the run's 0.001"},
+                                               {"--seed 3", "--seed 3 differs from the run's 0"},
+                                               {"--batch 8", "--batch 8 differs from the run's 0"},
+                                               {"--model cnn", "--model cnn differs"},
+                                               {"--data /elsewhere", "--data /elsewhere differs"}}) {
+    SCOPED_TRACE(c.flags);
+    const CliResult r = mixp(resume + c.flags);
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find(c.named), std::string::npos) << r.err;
+    EXPECT_EQ(io::list_checkpoints(run.string()).front().first, 15) << "nothing was trained";
+  }
+  // The run's own values may be repeated; pacing flags are applied and said.
+  const CliResult r =
+      mixp(resume + "--model mlp --steps 20 --lr 0.001 --checkpoint-every 2 --log-interval 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume: --checkpoint-every 2 instead of the run's 5"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resume: --log-interval 5 instead of the run's 10"), std::string::npos)
+      << r.out;
+  const auto all = io::list_checkpoints(run.string());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, 20);
+  EXPECT_EQ(all[1].first, 18);  // every 2 steps from 15 on
+  EXPECT_EQ(tensors(straight / "model.safetensors"), tensors(run / "model.safetensors"));
+}
+
+TEST_F(CliReliability, ModelSafetensorsReadsWithAnIndependentReader) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  const fs::path data = data_set("idx");
+  for (const char* precision : {"fp32", "bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const fs::path run = dir_ / precision;
+    ASSERT_EQ(mixp(mlp(data, run, std::string("--steps 3 --precision ") + precision)).status, 0);
+    const CliResult r = mixp_python(run / "model.safetensors");
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const auto& [name, t] : io::read_safetensors((run / "model.safetensors").string()).tensors)
+      EXPECT_NE(r.out.find("\"" + name + "\": {\"dtype\": \"" +
+                           io::safetensors_dtype_name(t.dtype()) + "\""),
+                std::string::npos)
+          << name;
+  }
+}
+
 }  // namespace
 }  // namespace mixp

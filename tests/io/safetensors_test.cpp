@@ -2,7 +2,11 @@
 #include "mixp/io/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
 
 #include <cstring>
 #include <filesystem>
@@ -204,6 +208,72 @@ TEST_F(Safetensors, AtomicWriteReplacesAnExistingFile) {
   EXPECT_THROW(
       io::write_file_atomically((dir_ / "no" / "such" / "dir.txt").string(), std::string_view("x")),
       Error);
+}
+
+}  // namespace
+}  // namespace mixp
+
+namespace mixp {
+namespace {
+
+// What `command` prints on stdout, and its exit status.
+std::pair<std::string, int> run_command(const std::string& command) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return {"", -1};
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+// An independent reader (tests/io/independent_safetensors_reader.py: Python's standard library
+// and the format's description, no mixp code) finds standard dtype names, offsets that tile
+// the data, and the values mixp decodes, on a file with every dtype and every kind of value.
+TEST_F(Safetensors, AnIndependentReaderAgreesOnEveryDType) {
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  uint64_t seed = 11;
+  for (DType d : all_dtypes())
+    tensors.emplace_back(std::string("layer.") + name_of(d), random_bits({4, 8}, d, seed++));
+  tensors.emplace_back("scalar", random_bits(Shape{}, DType::f64, 3));
+  tensors.emplace_back("empty", zeros({0, 3}, DType::f16));
+  const std::string path = (dir_ / "model.safetensors").string();
+  io::write_safetensors(path, tensors, {{"format", "pt"}});
+  const auto [out, status] = run_command("/usr/bin/python3 '" MIXP_INDEPENDENT_READER "' '" +
+                                         path + "'");
+  ASSERT_EQ(status, 0) << out;
+  const json read = json::parse(out);
+  EXPECT_EQ(read["metadata"]["format"], "pt");
+  ASSERT_EQ(read["tensors"].size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    SCOPED_TRACE(name);
+    const json& r = read["tensors"].at(name);
+    EXPECT_EQ(r["dtype"], io::safetensors_dtype_name(t.dtype()));
+    const auto dims = t.shape().dims();
+    EXPECT_EQ(r["shape"].get<std::vector<int64_t>>(), std::vector<int64_t>(dims.begin(), dims.end()));
+    const std::vector<double> mine = t.to_vector();
+    ASSERT_EQ(r["values"].size(), mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const json& v = r["values"][i];
+      if (std::isfinite(mine[i])) {
+        EXPECT_EQ(v.get<double>(), mine[i]) << "element " << i;
+      } else {
+        ASSERT_TRUE(v.is_string()) << "element " << i;
+        const std::string want = std::isnan(mine[i]) ? "nan" : mine[i] > 0 ? "inf" : "-inf";
+        EXPECT_EQ(v.get<std::string>(), want) << "element " << i;
+      }
+    }
+  }
+  // The reader is strict: a gap it must report.
+  std::vector<uint8_t> bytes = io::encode_safetensors({{"a", zeros({2}, DType::f32)}});
+  bytes.push_back(0);
+  const std::string gap = (dir_ / "gap.safetensors").string();
+  std::ofstream(gap, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  EXPECT_EQ(run_command("/usr/bin/python3 '" MIXP_INDEPENDENT_READER "' '" + gap + "' 2>/dev/null")
+                .second,
+            1);
 }
 
 }  // namespace

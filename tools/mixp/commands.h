@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -58,10 +59,16 @@ struct TrainCommandOptions {
   std::optional<int64_t> width, context;
   int64_t checkpoint_every = 0;  ///< train: steps between checkpoints; 0: none
   std::string resume;            ///< train: continue the run in this folder
+  std::string on_nonfinite = "stop";  ///< train: stop or skip (TrainOptions::on_nonfinite)
+  /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
+  /// --resume compares them with the run's own settings.
+  std::vector<std::string> given;
 };
 /// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
 /// --precision).
 void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
+/// Fills options.given from the parsed `command`.
+void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
 /// mixp train: progress and the final line to `out`, the run folder to options.out.
 int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.

@@ -120,7 +120,10 @@ int main_checked(int argc, char** argv) {
   if (*convert_cmd) return mixp::cli::run_convert(convert, stdin, stdout);
   if (*trace_cmd) return mixp::cli::run_scaler_trace(trace, stdin, stdout);
   if (*formats_cmd) return mixp::cli::run_formats(stdout);
-  if (*train_cmd) return mixp::cli::run_train_command(train, stdout);
+  if (*train_cmd) {
+    mixp::cli::record_given_flags(*train_cmd, train);
+    return mixp::cli::run_train_command(train, stdout);
+  }
   if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);

@@ -1,7 +1,10 @@
 // mixp train: one model under one precision preset, into a run folder.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
+#include <sstream>
 
 #include <signal.h>
 
@@ -54,11 +57,16 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
     command.add_option("--checkpoint-every", o.checkpoint_every,
                        "steps between checkpoints in the run folder (default: none; the "
                        "newest 2 are kept; SIGINT or SIGTERM also writes one and exits 0)");
-    command
-        .add_option("--resume", o.resume,
-                    "continue the run in this folder from its newest valid checkpoint (every "
-                    "other setting comes from the checkpoint)")
-        ->excludes(model);
+    command.add_option("--resume", o.resume,
+                       "continue the run in this folder from its newest valid checkpoint, with "
+                       "the run's settings; of the other flags only --checkpoint-every, "
+                       "--eval-interval, --log-interval, --threads and --on-nonfinite may "
+                       "differ from them");
+    command.add_option("--on-nonfinite", o.on_nonfinite,
+                       "without loss scaling (fp32, amp-bf16, bf16, bf16-sr), a NaN or infinite "
+                       "loss or gradient: stop (default: exit 2 naming the step, after a "
+                       "checkpoint of the last good state with --checkpoint-every) or skip the "
+                       "batch");
   }
 }
 
@@ -95,6 +103,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.out_dir = o.out.empty() ? default_out : o.out;
   c.train.eval_interval = o.eval_interval;
   c.train.log_interval = o.log_interval;
+  c.train.on_nonfinite = train::parse_on_nonfinite(o.on_nonfinite);
   return c;
 }
 
@@ -115,11 +124,84 @@ void install_stop_handlers() {
 
 }  // namespace
 
+void record_given_flags(const CLI::App& command, TrainCommandOptions& o) {
+  o.given.clear();
+  for (const CLI::Option* option : command.get_options())
+    if (option->count() > 0 && !option->get_lnames().empty())
+      o.given.push_back("--" + option->get_lnames().front());
+}
+
+namespace {
+
+std::string text_of(const std::optional<double>& lr) {
+  std::ostringstream s;
+  s << lr.value_or(1e-3);  // TrainOptions' default
+  return s.str();
+}
+
+// --resume with other flags: those that only change how the rest of the run is watched or
+// paced are applied (and said); any other must equal the run's own setting, or the command
+// stops (exit 2) naming the flag and both values, since it would silently start another run.
+void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::FILE* out) {
+  auto given = [&](const char* flag) {
+    return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+  };
+  // The flags as a fresh run of the same model would have set them, against the run's.
+  TrainCommandOptions probe = o;
+  if (!given("--model")) probe.model = c.model.name;
+  const train::RunConfig fresh = run_config(probe, c.train.out_dir);
+  auto same = [&](const char* flag, const std::string& asked, const std::string& stored) {
+    MIXP_CHECK(!given(flag) || asked == stored, "--resume ", c.train.out_dir, ": ", flag, " ",
+               asked, " differs from the run's ", stored,
+               " (stored in its checkpoints); a resumed run keeps it. Leave the flag out, or "
+               "start a new run in another folder");
+  };
+  auto number = [](auto v) { return std::to_string(v); };
+  same("--model", o.model, c.model.name);
+  same("--data", o.data, c.data.empty() ? train::default_data_path(c.model.name) : c.data);
+  same("--precision", o.precision, c.train.precision);
+  same("--epochs", number(fresh.train.epochs), number(c.train.epochs));
+  same("--steps", number(fresh.train.steps), number(c.train.steps));
+  same("--batch", number(o.batch), number(c.batch));
+  same("--lr", text_of(o.lr), text_of(c.train.lr));
+  same("--seed", number(o.seed), number(c.train.seed));
+  same("--layers", number(fresh.model.layers), number(c.model.layers));
+  same("--heads", number(fresh.model.heads), number(c.model.heads));
+  same("--width", number(fresh.model.width), number(c.model.width));
+  same("--context", number(fresh.model.context), number(c.model.context));
+  same("--out", o.out, c.train.out_dir);
+
+  auto apply = [&](const char* flag, auto& setting, auto value, const char* note) {
+    if (!given(flag) || setting == value) return;
+    std::fprintf(out, "resume: %s %s instead of the run's %s%s\n", flag,
+                 std::to_string(value).c_str(), std::to_string(setting).c_str(), note);
+    setting = value;
+  };
+  MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
+             o.checkpoint_every);
+  apply("--checkpoint-every", c.train.checkpoint_every, o.checkpoint_every, "");
+  apply("--eval-interval", c.train.eval_interval, fresh.train.eval_interval, "");
+  apply("--log-interval", c.train.log_interval, fresh.train.log_interval, "");
+  apply("--threads", c.train.threads, fresh.train.threads,
+        " (the sums split over other threads: the rest of the run may differ in the last bits "
+        "from an uninterrupted one)");
+  const train::OnNonFinite policy = train::parse_on_nonfinite(o.on_nonfinite);
+  if (given("--on-nonfinite") && policy != c.train.on_nonfinite) {
+    std::fprintf(out, "resume: --on-nonfinite %s instead of the run's %s\n",
+                 train::name_of(policy), train::name_of(c.train.on_nonfinite));
+    c.train.on_nonfinite = policy;
+  }
+  std::fflush(out);
+}
+
+}  // namespace
+
 int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
   train::RunConfig c;
   if (!o.resume.empty()) {
     c = train::resume_config(
         o.resume, [&](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
+    apply_resume_flags(o, c, out);
   } else {
     MIXP_CHECK(!o.model.empty(), "train: --model is required (or --resume DIR)");
     MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
