@@ -11,8 +11,7 @@ std::string with_location(const std::string& message, SourceLocation where) {
 }
 }  // namespace
 
-Error::Error(std::string message, SourceLocation where)
-    : Error(std::move(message), where, false) {}
+Error::Error(std::string message, SourceLocation where) : Error(std::move(message), where, false) {}
 
 Error::Error(std::string message, SourceLocation where, bool internal)
     : std::runtime_error(with_location(message, where)),

@@ -61,7 +61,8 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   // zlib counts in 32-bit units: feed the input and take the output in chunks.
   for (;;) {
     if (z.avail_in == 0 && consumed < bytes.size()) {
-      const size_t take = std::min<size_t>(bytes.size() - consumed, std::numeric_limits<uInt>::max());
+      const size_t take =
+          std::min<size_t>(bytes.size() - consumed, std::numeric_limits<uInt>::max());
       z.next_in = const_cast<Bytef*>(bytes.data() + consumed);
       z.avail_in = uInt(take);
       consumed += take;
@@ -86,8 +87,8 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   const std::string reason = z.msg ? z.msg : (code == Z_BUF_ERROR ? "unexpected end of data" : "");
   inflateEnd(&z);
   MIXP_CHECK(code == Z_STREAM_END, source, ": corrupt or truncated gzip data (",
-             reason.empty() ? "zlib code " + std::to_string(code) : reason, ") after ",
-             out.size(), " decompressed bytes");
+             reason.empty() ? "zlib code " + std::to_string(code) : reason, ") after ", out.size(),
+             " decompressed bytes");
   return out;
 }
 

@@ -159,9 +159,10 @@ SafetensorsLayout parse_safetensors_layout(std::span<const uint8_t> bytes,
   }
 
   // Sorted by offset, the spans must tile the data exactly.
-  std::sort(entries.begin(), entries.end(), [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
   uint64_t cursor = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const SafetensorsEntry& e = entries[i];

@@ -48,8 +48,7 @@ const Tensor& Sgd::momentum_state(size_t i) const {
 }
 
 bool Sgd::momentum_started(size_t i) const {
-  MIXP_CHECK(i < parameters_.size(), "momentum_started: parameter ", i, " of ",
-             parameters_.size());
+  MIXP_CHECK(i < parameters_.size(), "momentum_started: parameter ", i, " of ", parameters_.size());
   return started_[i];
 }
 

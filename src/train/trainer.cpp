@@ -574,8 +574,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   const bool checkpointing = o.checkpoint_every > 0;
   while (step < total) {
     // The state a non-finite step may have to write as the last good one.
-    const Before before = checkpointing ? Before{data.loader_state(), model.generator_state()}
-                                        : Before{};
+    const Before before =
+        checkpointing ? Before{data.loader_state(), model.generator_state()} : Before{};
     std::optional<data::Batch> batch = data.next_train();
     if (!batch) {
       MIXP_CHECK(++empty_in_a_row < 2, "train: the training data yielded no batch");
@@ -614,8 +614,11 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
       MIXP_CHECK(false, "train: step ", step + 1, ": the loss is ", loss_text.str(),
                  gradient.empty() ? std::string(" and every gradient is finite")
                                   : std::string(" and ") + gradient,
-                 "; preset ", preset.name, " has no loss scaling to skip such steps. Nothing was "
-                 "updated; ", kept, ". --on-nonfinite skip (TrainOptions::on_nonfinite) drops "
+                 "; preset ", preset.name,
+                 " has no loss scaling to skip such steps. Nothing was "
+                 "updated; ",
+                 kept,
+                 ". --on-nonfinite skip (TrainOptions::on_nonfinite) drops "
                  "such batches instead");
     }
     bool applied = !nonfinite;

@@ -579,7 +579,6 @@ TEST_F(CliCheckpoint, ResumeOfAFolderWithoutCheckpointsExitsWithTwo) {
   EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
 }
 
-
 // ---- reliability from outside: corrupt files, non-finite steps, --resume with flags ----------
 
 // A folder of small IDX files (8x8 images, 10 classes) the mlp learns in a few steps.
@@ -690,12 +689,12 @@ TEST_F(CliReliability, ResumeOfAFolderOfOnlyCorruptCheckpointsExitsWithTwo) {
   std::vector<double> w = f.tensors.at("param/fc1.bias").to_vector();
   w[9] = std::nan("");
   f.tensors["param/fc1.bias"] = from_values(w, {int64_t(w.size())});
-  io::write_safetensors(all[1].second,
-                        std::vector<std::pair<std::string, Tensor>>(f.tensors.begin(),
-                                                                    f.tensors.end()),
-                        f.metadata);
+  io::write_safetensors(
+      all[1].second,
+      std::vector<std::pair<std::string, Tensor>>(f.tensors.begin(), f.tensors.end()), f.metadata);
   const fs::path garbled = run / io::checkpoint_file_name(2);
-  std::ofstream(garbled, std::ios::binary) << std::string("\x10\0\0\0\0\0\0\0{\"a\": [1, 2,}   ", 24);
+  std::ofstream(garbled, std::ios::binary)
+      << std::string("\x10\0\0\0\0\0\0\0{\"a\": [1, 2,}   ", 24);
   const CliResult r = mixp("train --resume '" + run.string() + "'");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
@@ -747,13 +746,14 @@ TEST_F(CliReliability, ResumeRefusesFlagsThatChangeTheRunAndAppliesTheOthers) {
   struct Refused {
     std::string flags, named;
   };
-  for (const Refused& c : std::vector<Refused>{{"--steps 40", "--steps 40 differs from the run's 20"},
-                                               {"--precision bf16", "--precision bf16 differs"},
-                                               {"--lr 0.01", "--lr 0.01 differs from the run's 0.001"},
-                                               {"--seed 3", "--seed 3 differs from the run's 0"},
-                                               {"--batch 8", "--batch 8 differs from the run's 0"},
-                                               {"--model cnn", "--model cnn differs"},
-                                               {"--data /elsewhere", "--data /elsewhere differs"}}) {
+  for (const Refused& c :
+       std::vector<Refused>{{"--steps 40", "--steps 40 differs from the run's 20"},
+                            {"--precision bf16", "--precision bf16 differs"},
+                            {"--lr 0.01", "--lr 0.01 differs from the run's 0.001"},
+                            {"--seed 3", "--seed 3 differs from the run's 0"},
+                            {"--batch 8", "--batch 8 differs from the run's 0"},
+                            {"--model cnn", "--model cnn differs"},
+                            {"--data /elsewhere", "--data /elsewhere differs"}}) {
     SCOPED_TRACE(c.flags);
     const CliResult r = mixp(resume + c.flags);
     EXPECT_EQ(r.status, 2);

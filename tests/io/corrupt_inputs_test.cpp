@@ -144,8 +144,8 @@ TEST_F(CorruptSafetensors, TruncatedAtEveryLength) {
 }
 
 TEST_F(CorruptSafetensors, HeaderLengthHugeBeyondTheFileOrTooSmall) {
-  for (const uint64_t n : {std::numeric_limits<uint64_t>::max(), uint64_t(1) << 63,
-                           io::kMaxSafetensorsHeader + 1}) {
+  for (const uint64_t n :
+       {std::numeric_limits<uint64_t>::max(), uint64_t(1) << 63, io::kMaxSafetensorsHeader + 1}) {
     Bytes b = valid_;
     std::memcpy(b.data(), &n, 8);
     const std::string message = read_error(b);
@@ -163,8 +163,8 @@ TEST_F(CorruptSafetensors, HeaderLengthHugeBeyondTheFileOrTooSmall) {
 }
 
 TEST_F(CorruptSafetensors, BadJson) {
-  const std::vector<std::string> bad = {"{", "{\"a\":}", "nul", "{\"a\" 1}", "{}}", "{\"\xff\xfe\":1}",
-                                       std::string("{\"a\":\0}", 7)};
+  const std::vector<std::string> bad = {
+      "{", "{\"a\":}", "nul", "{\"a\" 1}", "{}}", "{\"\xff\xfe\":1}", std::string("{\"a\":\0}", 7)};
   for (const std::string& text : bad) {
     SCOPED_TRACE(text);
     EXPECT_CONTAINS(read_error(with_header(text, {})), "not valid JSON");
@@ -188,20 +188,29 @@ TEST_F(CorruptSafetensors, UnknownOrMissingFields) {
   EXPECT_CONTAINS(header_error([](json& h) { h["t.f32"]["dtype"] = "f32"; }), "'f32'");
   EXPECT_CONTAINS(header_error([](json& h) { h["t.f32"]["dtype"] = 4; }), "no dtype string");
   EXPECT_CONTAINS(header_error([](json& h) { h["t.i64"].erase("shape"); }), "no shape array");
-  EXPECT_CONTAINS(header_error([](json& h) { h["t.i64"]["data_offsets"] = {0, 8, 16}; }),
+  EXPECT_CONTAINS(header_error([](json& h) {
+                    h["t.i64"]["data_offsets"] = {0, 8, 16};
+                  }),
                   "array of two offsets");
   m = header_error([](json& h) { h["t.u8"]["extra"] = 1; });
   EXPECT_CONTAINS(m, "tensor 't.u8'");
   EXPECT_CONTAINS(m, "unknown field 'extra'");
   EXPECT_CONTAINS(header_error([](json& h) { h["t.u8"] = 3; }), "not a JSON object");
-  EXPECT_CONTAINS(header_error([](json& h) { h["t.bf16"]["shape"] = {2, -3}; }),
+  EXPECT_CONTAINS(header_error([](json& h) {
+                    h["t.bf16"]["shape"] = {2, -3};
+                  }),
                   "not a non-negative integer");
-  EXPECT_CONTAINS(header_error([](json& h) { h["t.bf16"]["shape"] = {2, 1.5}; }),
+  EXPECT_CONTAINS(header_error([](json& h) {
+                    h["t.bf16"]["shape"] = {2, 1.5};
+                  }),
                   "not a non-negative integer");
-  EXPECT_CONTAINS(header_error([](json& h) { h["t.bf16"]["shape"] = json::array({1, 1, 1, 1, 1,
-                                                                                 1, 1, 1, 1}); }),
+  EXPECT_CONTAINS(header_error([](json& h) {
+                    h["t.bf16"]["shape"] = json::array({1, 1, 1, 1, 1, 1, 1, 1, 1});
+                  }),
                   "9 dimensions");
-  EXPECT_CONTAINS(header_error([](json& h) { h["t.f64"]["data_offsets"] = {-8, 40}; }),
+  EXPECT_CONTAINS(header_error([](json& h) {
+                    h["t.f64"]["data_offsets"] = {-8, 40};
+                  }),
                   "not non-negative integers");
 }
 
@@ -213,9 +222,7 @@ TEST_F(CorruptSafetensors, ShapeTimesDtypeSizeIsNotTheSpan) {
   m = header_error([](json& h) { h["t.f16"]["dtype"] = "F32"; });  // same shape, wider dtype
   EXPECT_CONTAINS(m, "needs 24 bytes");
   // Sizes whose product overflows 64 bits.
-  m = header_error([](json& h) {
-    h["t.f16"]["shape"] = {uint64_t(1) << 40, uint64_t(1) << 40};
-  });
+  m = header_error([](json& h) { h["t.f16"]["shape"] = {uint64_t(1) << 40, uint64_t(1) << 40}; });
   EXPECT_CONTAINS(m, "more than 2^64");
 }
 

@@ -240,8 +240,8 @@ TEST_F(Safetensors, AnIndependentReaderAgreesOnEveryDType) {
   tensors.emplace_back("empty", zeros({0, 3}, DType::f16));
   const std::string path = (dir_ / "model.safetensors").string();
   io::write_safetensors(path, tensors, {{"format", "pt"}});
-  const auto [out, status] = run_command("/usr/bin/python3 '" MIXP_INDEPENDENT_READER "' '" +
-                                         path + "'");
+  const auto [out, status] =
+      run_command("/usr/bin/python3 '" MIXP_INDEPENDENT_READER "' '" + path + "'");
   ASSERT_EQ(status, 0) << out;
   const json read = json::parse(out);
   EXPECT_EQ(read["metadata"]["format"], "pt");
@@ -251,7 +251,8 @@ TEST_F(Safetensors, AnIndependentReaderAgreesOnEveryDType) {
     const json& r = read["tensors"].at(name);
     EXPECT_EQ(r["dtype"], io::safetensors_dtype_name(t.dtype()));
     const auto dims = t.shape().dims();
-    EXPECT_EQ(r["shape"].get<std::vector<int64_t>>(), std::vector<int64_t>(dims.begin(), dims.end()));
+    EXPECT_EQ(r["shape"].get<std::vector<int64_t>>(),
+              std::vector<int64_t>(dims.begin(), dims.end()));
     const std::vector<double> mine = t.to_vector();
     ASSERT_EQ(r["values"].size(), mine.size());
     for (size_t i = 0; i < mine.size(); ++i) {

@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/write_hook.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/ops.h"
-#include "io/write_hook.h"
 #include "mixp/random.h"
 #include "support/xml_check.h"
 
@@ -638,7 +638,6 @@ TEST_F(Resume, CheckpointsNeedARunFolderAndStatefulData) {
   EXPECT_THROW(train::train(model, data, o), Error);
 }
 
-
 // ---- torn writes ------------------------------------------------------------------------------
 
 TEST_F(Resume, ACrashBetweenFsyncAndRenameLeavesThePreviousCheckpointLoadable) {
@@ -652,10 +651,11 @@ TEST_F(Resume, ACrashBetweenFsyncAndRenameLeavesThePreviousCheckpointLoadable) {
   const fs::path dir = std::getenv("MIXP_TORN_TEST_DIR");
   EXPECT_EXIT(
       {
-        io::detail::ScopedAtomicWriteHook crash([](const std::string& temp,
-                                                   const std::string& target) {
-          if (target.ends_with(io::checkpoint_file_name(9)) && fs::exists(temp)) ::raise(SIGKILL);
-        });
+        io::detail::ScopedAtomicWriteHook crash(
+            [](const std::string& temp, const std::string& target) {
+              if (target.ends_with(io::checkpoint_file_name(9)) && fs::exists(temp))
+                ::raise(SIGKILL);
+            });
         TinyClassifier model(0);
         BlobData data(0);
         train::train(model, data, resumable("fp32", dir));
@@ -787,7 +787,8 @@ TEST_F(NonFinite, NaNDataWithoutAScalerStopsNamingTheStepAndKeepsTheLastGoodStat
     ASSERT_EQ(all.size(), 2u);
     EXPECT_EQ(all[0].first, 5);
     EXPECT_EQ(all[1].first, 4);
-    for (const auto& [step, path] : all) EXPECT_FALSE(io::find_nonfinite(io::read_safetensors(path)));
+    for (const auto& [step, path] : all)
+      EXPECT_FALSE(io::find_nonfinite(io::read_safetensors(path)));
     EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
 
     // Resumed from it with skip, the run is bitwise one that skipped from the start.
@@ -815,7 +816,8 @@ TEST_F(NonFinite, NaNDataWithoutAScalerStopsNamingTheStepAndKeepsTheLastGoodStat
     EXPECT_EQ(tensor_bytes(dir / "model.safetensors"),
               tensor_bytes(dir_ / (precision + "-skip") / "model.safetensors"));
     expect_same_history(skipped_straight, resumed);
-    for (const train::StepMetrics& m : skipped_straight.log) EXPECT_TRUE(std::isfinite(m.loss)) << m.step;
+    for (const train::StepMetrics& m : skipped_straight.log)
+      EXPECT_TRUE(std::isfinite(m.loss)) << m.step;
     const json summary = json::parse(slurp(dir_ / (precision + "-skip") / "summary.json"));
     EXPECT_EQ(summary["skipped_steps"], 1);
     EXPECT_EQ(summary["nonfinite_skipped_steps"], 1);

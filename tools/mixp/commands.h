@@ -57,8 +57,8 @@ struct TrainCommandOptions {
   int64_t log_interval = 10;
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
-  int64_t checkpoint_every = 0;  ///< train: steps between checkpoints; 0: none
-  std::string resume;            ///< train: continue the run in this folder
+  int64_t checkpoint_every = 0;       ///< train: steps between checkpoints; 0: none
+  std::string resume;                 ///< train: continue the run in this folder
   std::string on_nonfinite = "stop";  ///< train: stop or skip (TrainOptions::on_nonfinite)
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
   /// --resume compares them with the run's own settings.

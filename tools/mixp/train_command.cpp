@@ -187,8 +187,8 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
         "from an uninterrupted one)");
   const train::OnNonFinite policy = train::parse_on_nonfinite(o.on_nonfinite);
   if (given("--on-nonfinite") && policy != c.train.on_nonfinite) {
-    std::fprintf(out, "resume: --on-nonfinite %s instead of the run's %s\n",
-                 train::name_of(policy), train::name_of(c.train.on_nonfinite));
+    std::fprintf(out, "resume: --on-nonfinite %s instead of the run's %s\n", train::name_of(policy),
+                 train::name_of(c.train.on_nonfinite));
     c.train.on_nonfinite = policy;
   }
   std::fflush(out);

@@ -26,7 +26,8 @@
 //   summary.json       model, precision, steps, final train and eval loss, test_accuracy
 //                      (classifiers) or bits_per_char (language models), median step ms,
 //                      samples/s, peak memory by tag (peaks reset at the start), final loss
-//                      scale, skipped steps, and every evaluation
+//                      scale, skipped steps (and of them nonfinite_skipped_steps, see
+//                      on_nonfinite), and every evaluation
 //   model.safetensors  the named parameters and buffers, in their dtypes
 //   loss.svg           training loss per logged step and evaluation loss
 //   checkpoint-<step>.safetensors  every checkpoint_every steps and when stop_requested()
