@@ -5,8 +5,9 @@
 #                                      BUILD/corpus/TARGET, findings go to BUILD/findings/
 #   scripts/fuzz.sh --smoke [SECONDS]  CI: each target SECONDS (default 3) from the seeds alone;
 #                                      exit 77 (a skip for ctest) when clang or libFuzzer is missing
-# BUILD is $MIXP_FUZZ_BUILD, default build/fuzz. Prints, per target, the executions, the
-# coverage (edges) and the corpus size; exits 1 on a finding.
+# BUILD is $MIXP_FUZZ_BUILD, default build/fuzz; $MIXP_FUZZ_TARGETS chooses targets (default
+# "safetensors idx"). Prints, per target, the executions, the coverage (edges) and the corpus
+# size; exits 1 on a finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +39,7 @@ rm -rf "$seeds"
 "$build/make_seeds" "$seeds"
 
 status=0
-for target in safetensors idx; do
+for target in ${MIXP_FUZZ_TARGETS:-safetensors idx}; do
   if [ $smoke = 1 ]; then
     corpus="$(mktemp -d)"
   else
@@ -55,10 +56,10 @@ for target in safetensors idx; do
     -artifact_prefix="$findings/" "$corpus" "$seeds/$target" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  units=$(ls "$corpus" | wc -l)
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" || true)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" || true)
+  cov=$( (grep -o 'cov: [0-9]*' "$log" || true) | tail -1 | cut -d' ' -f2)
+  units=$(find "$corpus" -type f | wc -l)
   echo "fuzz_$target: ${seconds}s, ${execs:-?} executions (${rate:-?}/s), coverage ${cov:-?}" \
        "edges, corpus $units inputs, exit $rc"
   if [ $rc -ne 0 ]; then
@@ -66,6 +67,6 @@ for target in safetensors idx; do
     tail -30 "$log"
     status=1
   fi
-  [ $smoke = 1 ] && rm -rf "$corpus"
+  if [ $smoke = 1 ]; then rm -rf "$corpus"; fi
 done
 exit $status
