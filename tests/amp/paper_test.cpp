@@ -12,10 +12,13 @@
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
+#include "mixp/data/dataset.h"
 #include "mixp/error.h"
+#include "mixp/nn/models.h"
 #include "mixp/ops.h"
 #include "mixp/optim/adam.h"
 #include "mixp/optim/sgd.h"
+#include "mixp/train/trainer.h"
 
 namespace mixp {
 namespace {
@@ -38,37 +41,21 @@ double zero_fraction(const std::vector<Tensor>& params) {
 double zero_fraction(const Tensor& p) { return zero_fraction(std::vector<Tensor>{p}); }
 
 // ---- loss scaling ----
-// A 3-layer tanh MLP whose output layer starts tiny (weights about 1e-5) and whose targets are
-// tiny (about 1e-4): the gradient of the mean squared error, 2 (y - t) / (N * 8), is about
-// 1e-8 at the output and far less below it, under fp16's smallest subnormal (2^-24 = 6e-8).
+// The library's deep-mlp (mixp/nn/models.h) on its synthetic regression, the same model and
+// data `mixp inspect --model deep-mlp` measures (tests/train/inspect_test.cpp): a 3-layer tanh
+// MLP whose output layer starts tiny (weights about 1e-5) and whose targets are tiny (about
+// 1e-4), so that the gradient of the mean squared error, 2 (y - t) / (N * 8), is about 1e-8
+// at the output and far less below it, under fp16's smallest subnormal (2^-24 = 6e-8).
 struct TinyGradientProblem {
-  Tensor x, target;
-  std::vector<Tensor> init;  // W1 [64, 16], W2 [64, 64], W3 [8, 64]
+  static constexpr uint64_t kSeed = 2018;
+  data::Regression data = data::make_tiny_gradient_regression(kSeed);
+  nn::ModelConfig config{.name = "deep-mlp", .layers = 2, .width = 64};
 
-  TinyGradientProblem() {
-    Philox rng(PhiloxState{2018, 0, 0});
-    x = randn({4096, 16}, rng);
-    const Tensor teacher = randn({8, 16}, rng, 0.25);
-    {
-      NoGradGuard no_grad;
-      target = ops::mul_scalar(ops::tanh(ops::linear(x, teacher)), 1e-4);
-    }
-    init = {randn({64, 16}, rng, 0.25), randn({64, 64}, rng, 0.125), randn({8, 64}, rng, 1e-5)};
-  }
-
-  Tensor loss(const std::vector<Tensor>& w) const {
-    const Tensor h1 = ops::tanh(ops::linear(x, w[0]));
-    const Tensor h2 = ops::tanh(ops::linear(h1, w[1]));
-    return ops::mse_loss(ops::linear(h2, w[2]).to(DType::f32), target);
-  }
-
-  std::vector<Tensor> fresh_parameters() const {
-    std::vector<Tensor> w;
-    for (const Tensor& t : init) w.push_back(t.clone(MemoryTag::parameter).set_requires_grad(true));
-    return w;
+  std::unique_ptr<nn::Model> fresh_model() const { return nn::make_model(config, kSeed); }
+  Tensor loss(nn::Model& model) const {
+    return train::task_loss(model.forward(data.train_x), data.train_y, nn::Task::regression);
   }
 };
-
 struct RunResult {
   double initial_loss = 0, final_loss = 0;
   double zero_gradients = 0;         // all parameters, first step
@@ -77,7 +64,8 @@ struct RunResult {
 
 RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, bool scale_loss,
                 int steps) {
-  std::vector<Tensor> w = problem.fresh_parameters();
+  const std::unique_ptr<nn::Model> model = problem.fresh_model();
+  const std::vector<Tensor> w = model->parameters();  // fc1, fc2, fc3 (the output layer)
   // The curvature of the loss in the output weights is about 2 / 8 * E[h2^2], so SGD with a
   // step of a few units fits them in tens of steps; the hidden weights barely move.
   optim::Sgd opt(w, {.lr = 4.0, .momentum = 0.5});
@@ -87,7 +75,7 @@ RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, b
     Tensor loss;
     {
       amp::Autocast scope = preset.autocast();
-      loss = problem.loss(w);
+      loss = problem.loss(*model);
     }
     if (s == 0) r.initial_loss = loss.item();
     scaler.scale(loss).backward();
@@ -101,7 +89,7 @@ RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, b
     opt.zero_grad();
   }
   NoGradGuard no_grad;
-  r.final_loss = problem.loss(w).item();
+  r.final_loss = problem.loss(*model).item();
   return r;
 }
 
@@ -223,14 +211,15 @@ TEST(Paper, StochasticRoundingKeepsBf16WeightsMovingWhereNearestStalls) {
 TEST(Paper, AnOverflowSkipsExactlyThatStepAndHalvesTheScale) {
   const TinyGradientProblem problem;
   const amp::Preset& p = amp::preset("amp-fp16");
-  std::vector<Tensor> w = problem.fresh_parameters();
+  const std::unique_ptr<nn::Model> model = problem.fresh_model();
+  const std::vector<Tensor> w = model->parameters();
   optim::Adam opt(w, {.lr = 1e-3});
   amp::GradScaler scaler = p.make_scaler();
   auto run_step = [&](bool inject) {
     Tensor loss;
     {
       amp::Autocast scope = p.autocast();
-      loss = problem.loss(w);
+      loss = problem.loss(*model);
     }
     scaler.scale(loss).backward();
     if (inject) w[1].grad().data<float>()[7] = INFINITY;  // one element of one gradient
