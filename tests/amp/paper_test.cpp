@@ -60,16 +60,19 @@ struct RunResult {
   double initial_loss = 0, final_loss = 0;
   double zero_gradients = 0;         // all parameters, first step
   double zero_output_gradients = 0;  // the output layer, which does the learning
+  int skipped = 0;
+  double final_scale = 1;
+  std::vector<amp::ScaleChangeRecord> scale_log;
 };
 
-RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, bool scale_loss,
-                int steps) {
+RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset,
+                const amp::GradScalerOptions& scaling, int steps) {
   const std::unique_ptr<nn::Model> model = problem.fresh_model();
   const std::vector<Tensor> w = model->parameters();  // fc1, fc2, fc3 (the output layer)
   // The curvature of the loss in the output weights is about 2 / 8 * E[h2^2], so SGD with a
   // step of a few units fits them in tens of steps; the hidden weights barely move.
   optim::Sgd opt(w, {.lr = 4.0, .momentum = 0.5});
-  amp::GradScaler scaler(amp::GradScalerOptions{.enabled = scale_loss});
+  amp::GradScaler scaler(scaling);
   RunResult r;
   for (int s = 0; s < steps; ++s) {
     Tensor loss;
@@ -84,21 +87,23 @@ RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, b
       r.zero_gradients = zero_fraction(w);
       r.zero_output_gradients = zero_fraction(w[2]);
     }
-    scaler.step(opt);
+    r.skipped += !scaler.step(opt);
     scaler.update();
     opt.zero_grad();
   }
   NoGradGuard no_grad;
   r.final_loss = problem.loss(*model).item();
+  r.final_scale = scaler.get_scale();
+  r.scale_log = scaler.scale_log();
   return r;
 }
 
 TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   const TinyGradientProblem problem;
   const int steps = 40;
-  const RunResult fp32 = train(problem, amp::preset("fp32"), false, steps);
-  const RunResult unscaled = train(problem, amp::preset("amp-fp16"), false, steps);
-  const RunResult scaled = train(problem, amp::preset("amp-fp16"), true, steps);
+  const RunResult fp32 = train(problem, amp::preset("fp32"), {.enabled = false}, steps);
+  const RunResult unscaled = train(problem, amp::preset("amp-fp16"), {.enabled = false}, steps);
+  const RunResult scaled = train(problem, amp::preset("amp-fp16"), {}, steps);
 
   EXPECT_EQ(fp32.zero_gradients, 0.0);
   EXPECT_GT(unscaled.zero_gradients, 0.99) << "fp16 should flush the gradients to zero";
@@ -114,6 +119,35 @@ TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   // less than half of it.
   EXPECT_NEAR(scaled.final_loss, fp32.final_loss, 0.1 * learned);
   EXPECT_LT(unscaled.initial_loss - unscaled.final_loss, 0.5 * learned);
+}
+
+// An unlucky start, scale 1: with PyTorch's fixed interval the scale would first grow after
+// 2000 clean steps, and until then fp16 flushes every gradient. Underflow-aware growth sees
+// the flushed gradients and doubles the scale every step until enough of them are
+// representable, then learns as the scaled run above does.
+TEST(Paper, UnderflowAwareGrowthRescuesTheFlushedModelFasterThanTheFixedInterval) {
+  const TinyGradientProblem problem;
+  const int steps = 40;
+  const RunResult fp32 = train(problem, amp::preset("fp32"), {.enabled = false}, steps);
+  const RunResult fixed = train(problem, amp::preset("amp-fp16"), {.init_scale = 1.0}, steps);
+  const RunResult aware = train(problem, amp::preset("amp-fp16"),
+                                {.init_scale = 1.0, .underflow_fraction = 0.5}, steps);
+  const double learned = fp32.initial_loss - fp32.final_loss;
+  ASSERT_GT(learned, 0.5 * fp32.initial_loss);
+  EXPECT_EQ(fixed.final_scale, 1.0);
+  EXPECT_LT(fixed.initial_loss - fixed.final_loss, 0.1 * learned) << "flushed: nothing learned";
+  EXPECT_GT(aware.initial_loss - aware.final_loss, 0.8 * learned);
+  ASSERT_FALSE(aware.scale_log.empty());
+  int underflow_growths = 0;
+  for (const amp::ScaleChangeRecord& c : aware.scale_log) {
+    underflow_growths += c.reason == amp::ScaleChange::underflow_growth;
+    EXPECT_TRUE(c.reason == amp::ScaleChange::underflow_growth ||
+                c.reason == amp::ScaleChange::backoff)
+        << amp::name_of(c.reason) << " at step " << c.step;
+  }
+  // 2^16 is where the output layer's gradients become representable (the test above).
+  EXPECT_GE(underflow_growths, 16);
+  EXPECT_GE(aware.final_scale, 65536.0);
 }
 
 // ---- master weights and stochastic rounding ----
