@@ -25,7 +25,7 @@ using diag::TensorStats;
 
 // Every record of `layer` (a layer's own, or with parameters "layer.*") in `role`, merged.
 TensorStats merged(const std::vector<diag::LayerRecord>& records, const std::string& layer,
-                   Role role, int64_t step) {
+                   Role role, int64_t step, const std::vector<diag::FormatQuery>& queries) {
   TensorStats out;
   bool any = false;
   const bool parameter_role = role == Role::weight || role == Role::weight_gradient;
@@ -44,7 +44,8 @@ TensorStats merged(const std::vector<diag::LayerRecord>& records, const std::str
       out.merge(r.stats);
     }
   }
-  if (!any) out = diag::value_stats({}, diag::standard_queries());
+  // A layer the loss does not reach has no gradient records: empty statistics.
+  if (!any) out = diag::value_stats({}, queries);
   return out;
 }
 
@@ -177,12 +178,17 @@ InspectResult run_inspect(const InspectOptions& options) {
   nn::Module* module = model.module();
   MIXP_CHECK(module != nullptr, "inspect: the model has no modules to hook");
 
+  diag::CollectorOptions collect{.every = 1};
+  for (const Format& f : options.extra_formats) collect.queries.push_back({f, 1.0, f.name()});
+  diag::CollectorOptions every = collect;
+  every.every = options.every;
+
   InspectResult result;
   result.train.model_name = prepared.options.model_name;
   result.train.precision = preset.name;
   result.train.task = model.task();
   if (training) {
-    diag::Collector collector(*module, {.every = options.every});
+    diag::Collector collector(*module, every);
     prepared.options.hooks.before_forward = [&](int64_t step, double scale) {
       collector.begin_step(step, scale);
     };
@@ -206,7 +212,7 @@ InspectResult run_inspect(const InspectOptions& options) {
 
   // The observation step: the preset's forward and backward at the loss scale, no update.
   {
-    diag::Collector observe(*module, {.every = 1});
+    diag::Collector observe(*module, collect);
     layers = observe.layers();
     amp::GradScaler scaler(
         {.init_scale = result.loss_scale, .enabled = preset.make_scaler().is_enabled()});
@@ -235,7 +241,7 @@ InspectResult run_inspect(const InspectOptions& options) {
   nn::replace_parameters(*module, probe_values);
   std::vector<diag::LayerRecord> probe_records;
   try {
-    diag::Collector probe(*module, {.every = 1});
+    diag::Collector probe(*module, collect);
     probe.begin_step(0, 1.0);
     task_loss(model.forward(batch->x), batch->y, model.task()).backward();
     probe.end_step();
@@ -253,10 +259,10 @@ InspectResult run_inspect(const InspectOptions& options) {
   for (const std::string& layer : layers) {
     LayerInspection l;
     l.layer = layer;
-    l.activations = merged(probe_records, layer, Role::activation, 0);
-    l.activation_gradients = merged(probe_records, layer, Role::activation_gradient, 0);
-    l.weights = merged(probe_records, layer, Role::weight, 0);
-    l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0);
+    l.activations = merged(probe_records, layer, Role::activation, 0, collect.queries);
+    l.activation_gradients = merged(probe_records, layer, Role::activation_gradient, 0, collect.queries);
+    l.weights = merged(probe_records, layer, Role::weight, 0, collect.queries);
+    l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0, collect.queries);
     fill_numbers(l, result.loss_scale, options.keep);
     fill_observed(l, result.records, false);
     numerics.push_back({l.layer, l.activations, l.activation_gradients, l.weights});

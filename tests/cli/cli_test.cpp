@@ -449,7 +449,8 @@ TEST_F(Cli, TrainsTheLanguageModelsOnAText) {
 TEST_F(Cli, InspectDeepMlpPrintsTheTableAndWritesJsonAndSvg) {
   const fs::path out = dir_ / "inspect";
   const CliResult r =
-      mixp("inspect --model deep-mlp --precision amp-fp16 --steps 0 --out '" + out.string() + "'");
+      mixp("inspect --model deep-mlp --precision amp-fp16 --steps 0 --formats e3m2,e6m9 --out '" +
+           out.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* layer : {"fc1", "fc2", "fc3", "all"})
     EXPECT_NE(r.out.find(std::string("\n") + layer + " "), std::string::npos) << layer << r.out;
@@ -457,6 +458,9 @@ TEST_F(Cli, InspectDeepMlpPrintsTheTableAndWritesJsonAndSvg) {
   EXPECT_NE(r.out.find("keep in higher precision"), std::string::npos) << r.out;
   const std::string json = slurp(out / "inspect.json");
   EXPECT_EQ(json_number(json, "loss_scale"), 65536.0);
+  // The extra formats are asked of every tensor too.
+  EXPECT_NE(json.find("\"format\": \"e3m2\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"e6m9\""), std::string::npos);
   const std::string svg = slurp(out / "activation_gradients.svg");
   EXPECT_NE(svg.find("<rect class=\"bar\""), std::string::npos);
   EXPECT_NE(svg.find("become zero in f16"), std::string::npos);
@@ -486,7 +490,9 @@ TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
            {"inspect --model deep-mlp --steps -1", "--steps must be at least 0"},
            {"inspect --model deep-mlp --every 0", "--every must be at least 1"},
            {"inspect --model deep-mlp --precision fp33", "fp33"},
-           {"inspect --model deep-mlp --data x", "takes no --data"}}) {
+           {"inspect --model deep-mlp --data x", "takes no --data"},
+           {"inspect --model deep-mlp --formats e3m2,,e2m1", "empty name"},
+           {"inspect --model deep-mlp --formats e9m30", "e9m30"}}) {
     const CliResult bad = mixp(args + " --out '" + (dir_ / "bad").string() + "'");
     EXPECT_EQ(bad.status, 2) << args;
     EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;

@@ -71,6 +71,7 @@ int run_compare_command(const TrainCommandOptions& options, std::FILE* out);
 struct InspectCommandOptions {
   TrainCommandOptions train;  ///< model, data, precision, steps, batch, seed, shape, out
   int64_t every = 10;         ///< training steps between collections
+  std::string formats;        ///< comma-separated formats to ask besides the standard four
 };
 void add_inspect_flags(CLI::App& command, InspectCommandOptions& options);
 int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);

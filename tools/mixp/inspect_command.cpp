@@ -1,8 +1,10 @@
 // mixp inspect: where a model's gradients fall in fp16's range, per layer.
 #include <CLI/CLI.hpp>
+#include <sstream>
 
 #include "commands.h"
 #include "mixp/error.h"
+#include "mixp/format.h"
 #include "mixp/train/inspect.h"
 
 namespace mixp::cli {
@@ -19,6 +21,9 @@ void add_inspect_flags(CLI::App& command, InspectCommandOptions& o) {
                      "training steps before the inspected step (default 20; 0: inspect the "
                      "initialization)");
   command.add_option("--every", o.every, "training steps between collections (default 10)");
+  command.add_option("--formats", o.formats,
+                     "more formats to test every tensor against, besides fp16, bf16, e4m3 and "
+                     "e5m2: comma-separated names of 'mixp formats' or eXmY (in inspect.json)");
   command.add_option("--out", t.out,
                      "folder for inspect.json and the SVG histograms (default "
                      "runs/inspect-MODEL-PRECISION)");
@@ -45,6 +50,11 @@ int run_inspect_command(const InspectCommandOptions& o, std::FILE* out) {
   options.run.train.log = out;
   options.run.train.progress = train::Progress::none;
   options.every = o.every;
+  std::stringstream list(o.formats);
+  for (std::string name; std::getline(list, name, ',');) {
+    MIXP_CHECK(!name.empty(), "--formats has an empty name in '", o.formats, "'");
+    options.extra_formats.push_back(parse_format(name));
+  }
   options.out_dir =
       o.train.out.empty() ? "runs/inspect-" + o.train.model + "-" + o.train.precision : o.train.out;
   const train::InspectResult r = train::run_inspect(options);

@@ -4,8 +4,9 @@
 // unscaled) and names the layers that a low-precision format would hurt, by two rules:
 //   1. fp16 underflow: more than max_fp16_underflow of the layer's activation gradients would
 //      still flush to zero in fp16 at the loss scale chosen (underflow_fraction_at: exact for
-//      a power-of-two scale). Loss scaling cannot rescue such a layer without pushing others
-//      into overflow, so its backward should run in fp32 (or bf16, whose range is fp32's).
+//      a power-of-two scale). That scale is the one the whole model trains at (the scaler's,
+//      bounded by the layers that overflow first), so such a layer's backward should run in
+//      fp32 (or bf16, whose range is fp32's).
 //   2. overflow: more than max_overflow of its activations or weights (unscaled) would round
 //      above the largest finite value of bf16 or of E4M3 (the format FP8 recipes store
 //      activations and weights in, before any per-tensor scale). The default 0 flags any.

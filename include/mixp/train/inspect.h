@@ -54,6 +54,9 @@ struct InspectOptions {
   int64_t every = 10;       ///< training steps between collections (>= 1)
   double keep = 0.999;      ///< the fraction a safe loss scale keeps from flushing
   diag::AdvisorOptions advisor{};
+  /// Asked of every tensor besides fp16, bf16, e4m3 and e5m2 (the JSON's "formats" of each
+  /// record and layer), e.g. parse_format("e3m2").
+  std::vector<Format> extra_formats{};
   std::string out_dir{};    ///< the inspect folder; empty: write nothing
 };
 
