@@ -350,7 +350,8 @@ void GradScaler::update() {
     }
     const float higher = float(double(state_.scale) * options_.growth_factor);
     const double largest_unscaled = max_abs / double(state_.scale);
-    const bool wanted = counted > 0 && double(flushable) > options_.underflow_fraction * double(counted);
+    const bool wanted =
+        counted > 0 && double(flushable) > options_.underflow_fraction * double(counted);
     if (wanted && std::isfinite(higher) && higher <= float(options_.max_scale) &&
         higher < overflow_ceiling_ && largest_unscaled * double(higher) <= kFp16Max) {
       state_.scale = higher;
@@ -447,8 +448,8 @@ void GradScaler::load_state(const std::map<std::string, double>& state) {
   options_ = options;
   state_ = ScaleState{s, tracker, std::min(overflows, options.hysteresis)};
   steps_ = steps;
-  overflow_ceiling_ = ceiling == state.end() ? std::numeric_limits<float>::infinity()
-                                             : float(ceiling->second);
+  overflow_ceiling_ =
+      ceiling == state.end() ? std::numeric_limits<float>::infinity() : float(ceiling->second);
   per_optimizer_.clear();
 }
 

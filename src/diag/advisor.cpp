@@ -31,8 +31,9 @@ std::vector<Advice> advise(const std::vector<LayerNumerics>& layers, double loss
                     100 * under, loss_scale, 100 * options.max_fp16_underflow);
       out.push_back({l.layer, "fp16_underflow", under, buf});
     }
-    for (const auto& [format, rule] : {std::pair<Format, const char*>{Format::bf16(), "bf16_overflow"},
-                                       {Format::e4m3(), "e4m3_overflow"}}) {
+    for (const auto& [format, rule] :
+         {std::pair<Format, const char*>{Format::bf16(), "bf16_overflow"},
+          {Format::e4m3(), "e4m3_overflow"}}) {
       const double act = overflow_fraction(l.activations, format);
       const double w = overflow_fraction(l.weights, format);
       const double worst = std::max(act, w);

@@ -42,8 +42,9 @@ Collector::Collector(nn::Module& model, CollectorOptions options,
       modules_.push_back(found);
     }
   }
-  MIXP_CHECK(!modules_.empty(), "Collector: no layer to hook (the model has no module with "
-                                "parameters of its own)");
+  MIXP_CHECK(!modules_.empty(),
+             "Collector: no layer to hook (the model has no module with "
+             "parameters of its own)");
   for (size_t i = 0; i < modules_.size(); ++i) {
     const std::string name = names_[i];
     hook_ids_.push_back(modules_[i]->add_forward_hook([this, name](nn::Module&, const Tensor& y) {

@@ -12,10 +12,10 @@ namespace {
 
 // The three boundaries of fate_of for one format (see the header for their derivation).
 struct Thresholds {
-  double zero = 0.0;         // y < zero (or <= when zero_inclusive) rounds to 0
+  double zero = 0.0;  // y < zero (or <= when zero_inclusive) rounds to 0
   bool zero_inclusive = true;
-  double subnormal = 0.0;    // y < subnormal rounds to a subnormal
-  double overflow = 0.0;     // y > overflow (or >= when overflow_inclusive) overflows
+  double subnormal = 0.0;  // y < subnormal rounds to a subnormal
+  double overflow = 0.0;   // y > overflow (or >= when overflow_inclusive) overflows
   bool overflow_inclusive = false;
 };
 
@@ -137,9 +137,9 @@ void TensorStats::merge(const TensorStats& other) {
   MIXP_CHECK(formats.size() == other.formats.size(), "TensorStats::merge: ", formats.size(),
              " format queries against ", other.formats.size());
   for (size_t i = 0; i < formats.size(); ++i) {
-    MIXP_CHECK(same_query(formats[i].query, other.formats[i].query),
-               "TensorStats::merge: query ", i, " is ", formats[i].query.label, " at scale ",
-               formats[i].query.scale, " here and ", other.formats[i].query.label, " at scale ",
+    MIXP_CHECK(same_query(formats[i].query, other.formats[i].query), "TensorStats::merge: query ",
+               i, " is ", formats[i].query.label, " at scale ", formats[i].query.scale,
+               " here and ", other.formats[i].query.label, " at scale ",
                other.formats[i].query.scale, " there");
     formats[i].underflow += other.formats[i].underflow;
     formats[i].subnormal += other.formats[i].subnormal;

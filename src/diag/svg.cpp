@@ -189,8 +189,9 @@ void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
 }
 
 std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height) {
-  MIXP_CHECK(hist.exponents.size() == hist.fractions.size(), "log2_histogram_svg: ",
-             hist.exponents.size(), " binades and ", hist.fractions.size(), " fractions");
+  MIXP_CHECK(hist.exponents.size() == hist.fractions.size(),
+             "log2_histogram_svg: ", hist.exponents.size(), " binades and ", hist.fractions.size(),
+             " fractions");
   int k = 0;
   MIXP_CHECK(hist.loss_scale > 0 && std::isfinite(hist.loss_scale) &&
                  std::frexp(hist.loss_scale, &k) == 0.5,
@@ -221,15 +222,17 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
   std::string s;
   s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
-       "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) +
-       " " + std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+       "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " +
+       std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect x=\"0\" y=\"0\" width=\"" + std::to_string(width) + "\" height=\"" +
        std::to_string(height) + "\" fill=\"white\"/>\n";
   s += "<text x=\"" + num(left + w / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"16\">" +
        escape(hist.title) + "</text>\n";
   char caption[160];
-  std::snprintf(caption, sizeof caption, "%.2f%% of the values are exactly zero; bars: %% of the "
-                "non-zero values per binade", 100 * hist.zero_fraction);
+  std::snprintf(caption, sizeof caption,
+                "%.2f%% of the values are exactly zero; bars: %% of the "
+                "non-zero values per binade",
+                100 * hist.zero_fraction);
   s += "<text x=\"" + num(left + w / 2) + "\" y=\"40\" text-anchor=\"middle\">" + caption +
        "</text>\n";
 
@@ -240,11 +243,10 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
     std::string label;
   };
   const std::string name = f.name();
-  const std::vector<Region> regions = {
-      {lo, zero_x, "#f4c7c3", "become zero in " + name},
-      {zero_x, normal_x, "#fce8b2", name + " subnormals"},
-      {normal_x, max_x, "#b7e1cd", name + " normal range"},
-      {max_x, hi, "#d9d9d9", "overflow in " + name}};
+  const std::vector<Region> regions = {{lo, zero_x, "#f4c7c3", "become zero in " + name},
+                                       {zero_x, normal_x, "#fce8b2", name + " subnormals"},
+                                       {normal_x, max_x, "#b7e1cd", name + " normal range"},
+                                       {max_x, hi, "#d9d9d9", "overflow in " + name}};
   s += "<g class=\"regions\">\n";
   for (const Region& r : regions) {
     if (r.to <= r.from) continue;
@@ -271,8 +273,9 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
          tick_label(t) + "</text>\n";
   s += "<text x=\"" + num(left + w / 2) + "\" y=\"" + num(height - 30.0) +
        "\" text-anchor=\"middle\">log2 |value| (bar e covers [2^e, 2^(e+1)))</text>\n";
-  s += "<text x=\"18\" y=\"" + num(top + h / 2) + "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " +
-       num(top + h / 2) + ")\">% of non-zero values</text>\n";
+  s += "<text x=\"18\" y=\"" + num(top + h / 2) +
+       "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " + num(top + h / 2) +
+       ")\">% of non-zero values</text>\n";
   s += "</g>\n";
 
   // The bars.
@@ -295,10 +298,11 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
       s += "<line x1=\"" + num(px(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(x)) +
            "\" y2=\"" + num(top + h) + "\"/>\n";
     s += "</g>\n<g fill=\"#d62728\" font-size=\"11\">\n";
-    s += "<text x=\"" + num(px(zero_x - k) + 4) + "\" y=\"" + num(top + 14) + "\">zero below, at loss scale 2^" +
-         std::to_string(k) + "</text>\n";
+    s += "<text x=\"" + num(px(zero_x - k) + 4) + "\" y=\"" + num(top + 14) +
+         "\">zero below, at loss scale 2^" + std::to_string(k) + "</text>\n";
     s += "<text x=\"" + num(px(max_x - k) - 4) + "\" y=\"" + num(top + 28) +
-         "\" text-anchor=\"end\">overflow above, at loss scale 2^" + std::to_string(k) + "</text>\n";
+         "\" text-anchor=\"end\">overflow above, at loss scale 2^" + std::to_string(k) +
+         "</text>\n";
     s += "</g>\n";
   }
   s += "</svg>\n";

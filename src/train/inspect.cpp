@@ -19,9 +19,9 @@
 namespace mixp::train {
 namespace {
 
-using nlohmann::json;
 using diag::Role;
 using diag::TensorStats;
+using nlohmann::json;
 
 // Every record of `layer` (a layer's own, or with parameters "layer.*") in `role`, merged.
 TensorStats merged(const std::vector<diag::LayerRecord>& records, const std::string& layer,
@@ -31,11 +31,10 @@ TensorStats merged(const std::vector<diag::LayerRecord>& records, const std::str
   const bool parameter_role = role == Role::weight || role == Role::weight_gradient;
   for (const diag::LayerRecord& r : records) {
     if (r.role != role || r.step != step) continue;
-    const bool mine = parameter_role
-                          ? r.name.rfind(layer.empty() ? "" : layer + ".", 0) == 0 &&
-                                r.name.find('.', layer.empty() ? 0 : layer.size() + 1) ==
-                                    std::string::npos
-                          : r.name == layer;
+    const bool mine = parameter_role ? r.name.rfind(layer.empty() ? "" : layer + ".", 0) == 0 &&
+                                           r.name.find('.', layer.empty() ? 0 : layer.size() + 1) ==
+                                               std::string::npos
+                                     : r.name == layer;
     if (!mine) continue;
     if (!any) {
       out = r.stats;
@@ -233,10 +232,10 @@ InspectResult run_inspect(const InspectOptions& options) {
   std::vector<Tensor> originals, probe_values;
   for (const auto& [name, p] : module->named_parameters()) {
     originals.push_back(*p);
-    probe_values.push_back((p->dtype() == DType::f32 ? p->clone(MemoryTag::parameter)
-                                                     : p->detach().to(DType::f32))
-                               .detach()
-                               .set_requires_grad(true));
+    probe_values.push_back(
+        (p->dtype() == DType::f32 ? p->clone(MemoryTag::parameter) : p->detach().to(DType::f32))
+            .detach()
+            .set_requires_grad(true));
   }
   nn::replace_parameters(*module, probe_values);
   std::vector<diag::LayerRecord> probe_records;
@@ -260,7 +259,8 @@ InspectResult run_inspect(const InspectOptions& options) {
     LayerInspection l;
     l.layer = layer;
     l.activations = merged(probe_records, layer, Role::activation, 0, collect.queries);
-    l.activation_gradients = merged(probe_records, layer, Role::activation_gradient, 0, collect.queries);
+    l.activation_gradients =
+        merged(probe_records, layer, Role::activation_gradient, 0, collect.queries);
     l.weights = merged(probe_records, layer, Role::weight, 0, collect.queries);
     l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0, collect.queries);
     fill_numbers(l, result.loss_scale, options.keep);
@@ -353,8 +353,8 @@ std::string inspect_json(const InspectResult& r) {
   for (const LayerInspection& l : r.layers) layers.push_back(layer_json(l));
   json advice = json::array();
   for (const diag::Advice& a : r.advice)
-    advice.push_back({{"layer", a.layer}, {"rule", a.rule}, {"fraction", a.fraction},
-                      {"reason", a.reason}});
+    advice.push_back(
+        {{"layer", a.layer}, {"rule", a.rule}, {"fraction", a.fraction}, {"reason", a.reason}});
   json records = json::array();
   for (const diag::LayerRecord& rec : r.records) {
     double fp16_zero = 0.0;

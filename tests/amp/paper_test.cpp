@@ -114,7 +114,8 @@ TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   EXPECT_EQ(unscaled.zero_output_gradients, 1.0);
 
   const double learned = fp32.initial_loss - fp32.final_loss;
-  ASSERT_GT(learned, 0.5 * fp32.initial_loss) << "the fp32 run must learn for the test to mean anything";
+  ASSERT_GT(learned, 0.5 * fp32.initial_loss)
+      << "the fp32 run must learn for the test to mean anything";
   // With scaling, fp16 follows fp32 to within a tenth of what fp32 learned; without, it learns
   // less than half of it.
   EXPECT_NEAR(scaled.final_loss, fp32.final_loss, 0.1 * learned);
@@ -201,7 +202,8 @@ TEST(Paper, Fp16WeightsUpdatedInFp16StopMovingAndTheFp32MasterKeepsLearning) {
   Tensor w = problem.w0.to(DType::f16).detach().set_requires_grad(true);
   problem.loss(w).backward();
   const std::vector<double> g = w.grad().to_vector();
-  for (double v : g) ASSERT_LT(std::fabs(kSmallLr * v), 0x1p-11) << "the setup must be in the regime";
+  for (double v : g)
+    ASSERT_LT(std::fabs(kSmallLr * v), 0x1p-11) << "the setup must be in the regime";
   // Updated in fp16 (rounded to nearest each step), the weights keep every bit.
   const std::vector<uint8_t> before = bytes_of(w);
   for (int s = 0; s < steps; ++s) {

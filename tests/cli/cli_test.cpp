@@ -474,12 +474,13 @@ TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
   const fs::path out = dir_ / "gpt";
   const CliResult r = mixp("inspect --model gpt --data '" + text.string() +
                            "' --precision amp-bf16 --steps 2 --every 1 --layers 1 --heads 2 "
-                           "--width 16 --context 16 --out '" + out.string() + "'");
+                           "--width 16 --context 16 --out '" +
+                           out.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // Every layer with parameters of its own, by its nanoGPT name.
-  for (const char* layer : {"transformer.wte", "transformer.wpe", "transformer.h.0.ln_1",
-                            "transformer.h.0.attn.c_attn", "transformer.h.0.mlp.c_proj",
-                            "transformer.ln_f"})
+  for (const char* layer :
+       {"transformer.wte", "transformer.wpe", "transformer.h.0.ln_1", "transformer.h.0.attn.c_attn",
+        "transformer.h.0.mlp.c_proj", "transformer.ln_f"})
     EXPECT_NE(r.out.find(std::string("\n") + layer + " "), std::string::npos) << layer << r.out;
   EXPECT_NE(r.out.find("loss scale 1 (2^0)"), std::string::npos) << "amp-bf16 does not scale";
   EXPECT_TRUE(fs::exists(out / "layers" / "transformer.h.0.attn.c_attn.svg"));
@@ -502,8 +503,10 @@ TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
 TEST_F(Cli, TrainsTheDeepMlpOnItsSyntheticRegression) {
   const fs::path out = dir_ / "deep";
   // AdamW moves every weight by about lr per step: the targets are about 1e-4, so lr is tiny.
-  const CliResult r = mixp("train --model deep-mlp --precision fp32 --steps 30 --lr 1e-5 "
-                           "--eval-interval 1 --out '" + out.string() + "'");
+  const CliResult r = mixp(
+      "train --model deep-mlp --precision fp32 --steps 30 --lr 1e-5 "
+      "--eval-interval 1 --out '" +
+      out.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string summary = slurp(out / "summary.json");
   EXPECT_NE(summary.find("\"regression\""), std::string::npos) << summary;

@@ -29,8 +29,7 @@ TEST(DiagAdvisor, NamesUnderflowAtTheChosenScaleAndOverflowInBf16OrE4m3) {
   // "calm": nothing to report.
   const std::vector<LayerNumerics> layers = {
       layer("tiny", {1, 2}, {0x1p-30, 0x1p-30, 0x1p-30, 1.0}, {0.5}),
-      layer("hot", {1000, 1, 2, 3}, {1.0}, {0.1, 0.2}),
-      layer("calm", {1, 2}, {0.5, 0.25}, {0.1})};
+      layer("hot", {1000, 1, 2, 3}, {1.0}, {0.1, 0.2}), layer("calm", {1, 2}, {0.5, 0.25}, {0.1})};
   const std::vector<Advice> at_one = advise(layers, 1.0);
   ASSERT_EQ(at_one.size(), 2u);
   EXPECT_EQ(at_one[0].layer, "tiny");

@@ -52,7 +52,8 @@ TEST(DiagCollector, RecordsTheFourTensorsOfEveryLayerUnscaled) {
   Tensor h;
   {
     NoGradGuard no_grad;
-    h = ops::linear(f.x, *f.model.named_parameters()[0].second, *f.model.named_parameters()[1].second);
+    h = ops::linear(f.x, *f.model.named_parameters()[0].second,
+                    *f.model.named_parameters()[1].second);
   }
   const LayerRecord* act = find(collector, 0, "0", Role::activation);
   ASSERT_NE(act, nullptr);
@@ -70,7 +71,8 @@ TEST(DiagCollector, RecordsTheFourTensorsOfEveryLayerUnscaled) {
   EXPECT_EQ(grad->stats.formats[4].query.label, "fp16@1024");
   EXPECT_EQ(grad->stats.formats[4].underflow,
             value_stats(ops::mul_scalar(f.c, scale).to_vector(), standard_queries())
-                .formats[0].underflow);
+                .formats[0]
+                .underflow);
 
   for (const char* p : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
     ASSERT_NE(find(collector, 0, p, Role::weight), nullptr) << p;

@@ -38,8 +38,18 @@ Fate reference_fate(const Format& f, float y) {
 std::vector<float> boundary_values(const Format& f) {
   const double s = f.min_subnormal(), n = f.min_normal(), m = f.max();
   const double ulp = std::ldexp(1.0, std::ilogb(m) - f.mantissa_bits);
-  std::vector<double> points = {s / 2, s, 1.5 * s, n - s / 2, n - s, n, m, m + ulp / 2, m + ulp,
-                                m - ulp / 2, n - std::ldexp(n, -f.mantissa_bits - 2), n / 2};
+  std::vector<double> points = {s / 2,
+                                s,
+                                1.5 * s,
+                                n - s / 2,
+                                n - s,
+                                n,
+                                m,
+                                m + ulp / 2,
+                                m + ulp,
+                                m - ulp / 2,
+                                n - std::ldexp(n, -f.mantissa_bits - 2),
+                                n / 2};
   std::vector<float> out;
   for (double p : points) {
     const float x = float(p);
@@ -68,9 +78,9 @@ std::vector<Format> formats_under_test() {
   fp16_no_sub.subnormals = false;
   Format e4m3_no_sub = Format::e4m3();
   e4m3_no_sub.subnormals = false;
-  return {Format::fp16(),  Format::bf16(),     Format::e4m3(),      Format::e5m2(),
-          Format::e3m2(),  Format::e2m3(),     Format::e2m1(),      Format::e4m3fnuz(),
-          Format::e5m2fnuz(), fp16_no_sub,     e4m3_no_sub,         parse_format("e3m4")};
+  return {Format::fp16(),     Format::bf16(), Format::e4m3(), Format::e5m2(),
+          Format::e3m2(),     Format::e2m3(), Format::e2m1(), Format::e4m3fnuz(),
+          Format::e5m2fnuz(), fp16_no_sub,    e4m3_no_sub,    parse_format("e3m4")};
 }
 
 TEST(DiagStats, FateMatchesTheEmulatorOnBoundaryAndRandomValues) {
@@ -178,8 +188,8 @@ TEST(DiagStats, TensorStatsOfEveryDtypeEqualsTheStatsOfItsValues) {
 
 TEST(DiagStats, HistogramHasOneBucketPerBinadeAndExactPowersOfTwo) {
   std::vector<double> values;
-  for (int e = -45; e <= 45; ++e) values.push_back(std::ldexp(1.0, e));         // 2^e
-  for (int e = -45; e <= 45; ++e) values.push_back(std::ldexp(1.75, e));        // inside it
+  for (int e = -45; e <= 45; ++e) values.push_back(std::ldexp(1.0, e));   // 2^e
+  for (int e = -45; e <= 45; ++e) values.push_back(std::ldexp(1.75, e));  // inside it
   const TensorStats s = value_stats(values);
   EXPECT_EQ(s.min_abs, std::ldexp(1.0, -45));
   EXPECT_EQ(s.max_abs, std::ldexp(1.75, 45));
@@ -189,8 +199,8 @@ TEST(DiagStats, HistogramHasOneBucketPerBinadeAndExactPowersOfTwo) {
     EXPECT_EQ(histogram_bucket(std::ldexp(1.0, e)), 1 + e - kHistogramMinExponent);
     EXPECT_EQ(histogram_bucket(std::nextafter(std::ldexp(1.0, e), 0.0)), e - kHistogramMinExponent);
   }
-  EXPECT_EQ(s.histogram[0], 2 * 5);                       // 2^-45 .. 2^-41, twice each
-  EXPECT_EQ(s.histogram[kHistogramBuckets - 1], 2 * 6);   // 2^40 .. 2^45
+  EXPECT_EQ(s.histogram[0], 2 * 5);                      // 2^-45 .. 2^-41, twice each
+  EXPECT_EQ(s.histogram[kHistogramBuckets - 1], 2 * 6);  // 2^40 .. 2^45
 }
 
 TEST(DiagStats, UnderflowAtAPowerOfTwoScaleFromTheHistogramIsExact) {

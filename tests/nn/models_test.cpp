@@ -90,9 +90,10 @@ TEST(Models, DeepMlpNamesShapesAndInitialScale) {
   EXPECT_EQ(model->task(), Task::regression);
   const auto named = model->named_parameters();
   ASSERT_EQ(named.size(), 4u);
-  const std::vector<std::pair<std::string, Shape>> want = {
-      {"fc1.weight", {32, kDeepMlpInputs}}, {"fc2.weight", {32, 32}}, {"fc3.weight", {32, 32}},
-      {"fc4.weight", {kDeepMlpOutputs, 32}}};
+  const std::vector<std::pair<std::string, Shape>> want = {{"fc1.weight", {32, kDeepMlpInputs}},
+                                                           {"fc2.weight", {32, 32}},
+                                                           {"fc3.weight", {32, 32}},
+                                                           {"fc4.weight", {kDeepMlpOutputs, 32}}};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(named[i].first, want[i].first);
     EXPECT_EQ(named[i].second->shape(), want[i].second) << want[i].first;

@@ -3,12 +3,12 @@
 // to the same batch.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "mixp/error.h"
 #include "mixp/train/inspect.h"
@@ -75,9 +75,9 @@ TEST(Inspect, DeepMlpAtInitializationIsThePaperTestsRegime) {
 TEST(Inspect, AfterTrainingTheSafeScalesAreBoundariesAndFilesAreWritten) {
   InspectOptions o = deep_mlp(4);
   o.every = 2;
-  o.out_dir = (std::filesystem::temp_directory_path() /
-               ("mixp_inspect_test_" + std::to_string(::getpid())))
-                  .string();
+  o.out_dir =
+      (std::filesystem::temp_directory_path() / ("mixp_inspect_test_" + std::to_string(::getpid())))
+          .string();
   const InspectResult r = run_inspect(o);
   EXPECT_EQ(r.train.steps, 4);
   // (No comparison with the observed zeros here: once the output fits the targets, the

@@ -12,9 +12,8 @@
 namespace mixp::cli {
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
-  CLI::Option* model =
-      command.add_option("--model", o.model,
-                         "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
+  CLI::Option* model = command.add_option(
+      "--model", o.model, "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
   if (compare) model->required();
   command.add_option("--data", o.data,
                      "a folder of IDX files (classifiers; default "

@@ -94,16 +94,16 @@ struct ScaleState {
 
 /// What one application of the rule did. Append-only, explicit values.
 enum class ScaleChange : uint8_t {
-  none = 0,             ///< a clean step before the interval, or a static scaler
-  growth = 1,           ///< multiplied by growth_factor
-  growth_to_max = 2,    ///< grew, but only up to max_scale
-  growth_refused = 3,   ///< the interval was reached, but fp32(scale * growth) is inf or the
-                        ///< scale is at max_scale: unchanged (the tracker restarts)
-  backoff = 4,          ///< multiplied by backoff_factor
-  backoff_to_min = 5,   ///< fell, but only down to min_scale
-  backoff_refused = 6,  ///< an overflow asked to back off, but the scale is at min_scale
-  backoff_delayed = 7,  ///< an overflow within the hysteresis: unchanged
-  set_by_user = 8,      ///< GradScaler::update(new_scale)
+  none = 0,              ///< a clean step before the interval, or a static scaler
+  growth = 1,            ///< multiplied by growth_factor
+  growth_to_max = 2,     ///< grew, but only up to max_scale
+  growth_refused = 3,    ///< the interval was reached, but fp32(scale * growth) is inf or the
+                         ///< scale is at max_scale: unchanged (the tracker restarts)
+  backoff = 4,           ///< multiplied by backoff_factor
+  backoff_to_min = 5,    ///< fell, but only down to min_scale
+  backoff_refused = 6,   ///< an overflow asked to back off, but the scale is at min_scale
+  backoff_delayed = 7,   ///< an overflow within the hysteresis: unchanged
+  set_by_user = 8,       ///< GradScaler::update(new_scale)
   underflow_growth = 9,  ///< multiplied by growth_factor: too many gradients would underflow
 };
 const char* name_of(ScaleChange change);

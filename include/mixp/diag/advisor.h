@@ -39,9 +39,9 @@ struct AdvisorOptions {
 
 struct Advice {
   std::string layer;
-  std::string rule;    ///< "fp16_underflow", "bf16_overflow" or "e4m3_overflow"
+  std::string rule;       ///< "fp16_underflow", "bf16_overflow" or "e4m3_overflow"
   double fraction = 0.0;  ///< what was measured
-  std::string reason;  ///< one sentence with the numbers
+  std::string reason;     ///< one sentence with the numbers
 };
 
 /// The layers to keep in higher precision, in the order given. `loss_scale` must be a power of

@@ -28,7 +28,8 @@
 //     ...
 //   }
 //   for (const auto& r : collector.records())
-//     std::printf("%s %s %g\n", r.name.c_str(), name_of(r.role), r.stats.zeros / double(r.stats.count));
+//     std::printf("%s %s %g\n", r.name.c_str(), name_of(r.role), r.stats.zeros /
+//     double(r.stats.count));
 #pragma once
 
 #include <cstdint>
@@ -69,8 +70,9 @@ struct LayerRecord {
 class Collector {
  public:
   /// Hooks the modules of `model` named in `layers` (names of named_modules()), or, when it is
-  /// empty, every module with parameters of its own (the model itself, if it has some, as ""). Throws mixp::Error for a name that is not
-  /// a module of `model`, bad options, or nothing to hook. `model` must outlive the Collector.
+  /// empty, every module with parameters of its own (the model itself, if it has some, as "").
+  /// Throws mixp::Error for a name that is not a module of `model`, bad options, or nothing to
+  /// hook. `model` must outlive the Collector.
   Collector(nn::Module& model, CollectorOptions options = {},
             const std::vector<std::string>& layers = {});
   ~Collector();

@@ -50,14 +50,14 @@
 namespace mixp::train {
 
 struct InspectOptions {
-  RunConfig run;            ///< model, data, preset, steps (>= 0), seed; out_dir is ignored
-  int64_t every = 10;       ///< training steps between collections (>= 1)
-  double keep = 0.999;      ///< the fraction a safe loss scale keeps from flushing
+  RunConfig run;        ///< model, data, preset, steps (>= 0), seed; out_dir is ignored
+  int64_t every = 10;   ///< training steps between collections (>= 1)
+  double keep = 0.999;  ///< the fraction a safe loss scale keeps from flushing
   diag::AdvisorOptions advisor{};
   /// Asked of every tensor besides fp16, bf16, e4m3 and e5m2 (the JSON's "formats" of each
   /// record and layer), e.g. parse_format("e3m2").
   std::vector<Format> extra_formats{};
-  std::string out_dir{};    ///< the inspect folder; empty: write nothing
+  std::string out_dir{};  ///< the inspect folder; empty: write nothing
 };
 
 struct LayerInspection {
@@ -65,8 +65,8 @@ struct LayerInspection {
   /// The probe's, in fp32 and unscaled; weights merges the layer's parameters, and so do
   /// weight_gradients.
   diag::TensorStats activations, activation_gradients, weights, weight_gradients;
-  double underflow_unscaled = 0.0;  ///< fp16, of the activation gradients, at scale 1
-  double underflow_at_scale = 0.0;  ///< ... at the run's final loss scale
+  double underflow_unscaled = 0.0;            ///< fp16, of the activation gradients, at scale 1
+  double underflow_at_scale = 0.0;            ///< ... at the run's final loss scale
   std::optional<int> smallest_safe_exponent;  ///< 2^k keeps `keep` of them
   std::optional<int> largest_safe_exponent;   ///< 2^k overflows neither gradient
   /// Exact zeros of the activation gradients in the observation step.
@@ -75,11 +75,11 @@ struct LayerInspection {
 };
 
 struct InspectResult {
-  TrainResult train;          ///< the brief training run (steps 0 when none)
-  double loss_scale = 1.0;    ///< the run's final loss scale (1 without scaling)
-  double loss = 0.0;          ///< the observation step's loss
+  TrainResult train;        ///< the brief training run (steps 0 when none)
+  double loss_scale = 1.0;  ///< the run's final loss scale (1 without scaling)
+  double loss = 0.0;        ///< the observation step's loss
   std::vector<LayerInspection> layers;
-  LayerInspection model;      ///< over every layer (layer = "all")
+  LayerInspection model;             ///< over every layer (layer = "all")
   std::vector<diag::Advice> advice;  ///< at loss_scale
   /// The Collector's, from training and then the observation step (step = train.steps).
   std::vector<diag::LayerRecord> records;
