@@ -58,6 +58,11 @@ void fill_numbers(LayerInspection& l, double loss_scale, double keep) {
   const Format fp16 = Format::fp16();
   l.underflow_unscaled = diag::underflow_fraction_at(l.activation_gradients, fp16, 1.0);
   l.underflow_at_scale = diag::underflow_fraction_at(l.activation_gradients, fp16, loss_scale);
+  const TensorStats& g = l.activation_gradients;
+  l.predicted_zero_fraction =
+      g.count > 0
+          ? (double(g.zeros) + l.underflow_at_scale * double(g.nonzero_finite())) / double(g.count)
+          : 0.0;
   l.smallest_safe_exponent = diag::smallest_safe_scale_exponent(l.activation_gradients, fp16, keep);
   l.largest_safe_exponent =
       min_exponent(diag::largest_safe_scale_exponent(l.activation_gradients.max_abs, fp16),
@@ -130,6 +135,7 @@ json layer_json(const LayerInspection& l) {
           {"fp16_underflow_at_loss_scale", l.underflow_at_scale},
           {"smallest_safe_loss_scale", optional_exponent(l.smallest_safe_exponent)},
           {"largest_safe_loss_scale", optional_exponent(l.largest_safe_exponent)},
+          {"predicted_zero_fraction", l.predicted_zero_fraction},
           {"observed_zero_fraction", l.observed_zero_fraction},
           {"observed_loss_scale", l.observed_loss_scale},
           {"activation_gradients", stats_json(l.activation_gradients)},
@@ -316,17 +322,18 @@ std::string inspect_table(const InspectResult& r) {
   size_t width = 5;
   for (const LayerInspection& l : r.layers) width = std::max(width, l.layer.size());
   const std::string at = "@2^" + std::to_string(k - 1);
-  std::snprintf(buf, sizeof buf, "%-*s %9s %10s %10s %11s %11s %11s %11s %13s\n", int(width),
+  std::snprintf(buf, sizeof buf, "%-*s %9s %10s %10s %11s %11s %11s %11s %12s %12s\n", int(width),
                 "layer", "values", "min |g|", "max |g|", "zero @1", ("zero " + at).c_str(),
-                "keep 99.9%", "no overflow", "zeros seen");
+                "keep 99.9%", "no overflow", "zeros pred.", "zeros seen");
   out += buf;
   auto row = [&](const LayerInspection& l) {
     const TensorStats& g = l.activation_gradients;
-    std::snprintf(buf, sizeof buf, "%-*s %9lld %10.3g %10.3g %11s %11s %11s %11s %13s\n",
+    std::snprintf(buf, sizeof buf, "%-*s %9lld %10.3g %10.3g %11s %11s %11s %11s %12s %12s\n",
                   int(width), l.layer.c_str(), (long long)g.count, g.min_abs, g.max_abs,
                   percent(l.underflow_unscaled).c_str(), percent(l.underflow_at_scale).c_str(),
                   ("from " + scale_text(l.smallest_safe_exponent)).c_str(),
                   ("to " + scale_text(l.largest_safe_exponent)).c_str(),
+                  percent(l.predicted_zero_fraction).c_str(),
                   percent(l.observed_zero_fraction).c_str());
     out += buf;
   };
@@ -335,8 +342,9 @@ std::string inspect_table(const InspectResult& r) {
   std::snprintf(buf, sizeof buf,
                 "(zero: the fraction fp16 flushes to zero at that loss scale; keep 99.9%%: the "
                 "smallest power-of-two scale\n that keeps 99.9%% from flushing; no overflow: the "
-                "largest at which neither activation nor weight\n gradients overflow; zeros seen: "
-                "exact zeros as %s computed them at that scale, same batch)\n",
+                "largest at which neither activation nor weight\n gradients overflow; zeros pred.: "
+                "the probe's exact zeros and what fp16 flushes at the scale; zeros seen:\n what "
+                "%s computed from the same weights and batch at that scale)\n",
                 r.train.precision.c_str());
   out += buf;
   if (r.advice.empty()) {

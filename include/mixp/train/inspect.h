@@ -14,10 +14,10 @@
 //   - the smallest power-of-two loss scale that keeps `keep` (99.9%) of them from flushing;
 //   - the largest power-of-two loss scale at which neither the activation gradients nor the
 //     weight gradients overflow fp16;
-//   - the fraction of activation gradients that were exactly zero in the observation step:
-//     what the prediction at the loss scale is checked against (for a preset that computes
-//     them in fp16, the two agree up to the zeros fp32 itself produces, and the rounding of
-//     the layers between);
+//   - the fraction of activation gradients that the observation step should have as exact
+//     zeros (the probe's own zeros, from ReLU or max pooling, plus what fp16 flushes at the
+//     loss scale) and the fraction it had: for a preset that computes them in fp16 the two
+//     agree up to the rounding of the layers between;
 // and for the whole model the same over every layer, and diag::advise's list of layers to keep
 // in higher precision at the chosen scale.
 //
@@ -69,6 +69,9 @@ struct LayerInspection {
   double underflow_at_scale = 0.0;            ///< ... at the run's final loss scale
   std::optional<int> smallest_safe_exponent;  ///< 2^k keeps `keep` of them
   std::optional<int> largest_safe_exponent;   ///< 2^k overflows neither gradient
+  /// The exact zeros the observation step should have, of all the activation gradients: the
+  /// probe's own zeros (ReLU, max pooling) and the non-zero values fp16 flushes at the scale.
+  double predicted_zero_fraction = 0.0;
   /// Exact zeros of the activation gradients in the observation step.
   double observed_zero_fraction = 0.0;
   double observed_loss_scale = 1.0;  ///< the loss scale of that step
