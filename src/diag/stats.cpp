@@ -238,7 +238,7 @@ Tensor sample(const Tensor& t, int64_t max_elements) {
   if (n <= max_elements) return t;
   const int64_t stride = (n + max_elements - 1) / max_elements;
   const int64_t count = (n + stride - 1) / stride;
-  Tensor out = empty({count}, t.dtype(), t.tag());
+  Tensor out = empty({count}, t.dtype(), MemoryTag::workspace);
   const size_t bytes = size_t(size_of(t.dtype()));
   const char* src = static_cast<const char*>(t.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
