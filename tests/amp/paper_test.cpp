@@ -98,10 +98,18 @@ RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset,
   return r;
 }
 
+constexpr int kTinySteps = 40;
+
+// The fp32 reference of the loss-scaling tests, trained once.
+const RunResult& fp32_reference(const TinyGradientProblem& problem) {
+  static const RunResult r = train(problem, amp::preset("fp32"), {.enabled = false}, kTinySteps);
+  return r;
+}
+
 TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   const TinyGradientProblem problem;
-  const int steps = 40;
-  const RunResult fp32 = train(problem, amp::preset("fp32"), {.enabled = false}, steps);
+  const int steps = kTinySteps;
+  const RunResult& fp32 = fp32_reference(problem);
   const RunResult unscaled = train(problem, amp::preset("amp-fp16"), {.enabled = false}, steps);
   const RunResult scaled = train(problem, amp::preset("amp-fp16"), {}, steps);
 
@@ -128,8 +136,8 @@ TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
 // representable, then learns as the scaled run above does.
 TEST(Paper, UnderflowAwareGrowthRescuesTheFlushedModelFasterThanTheFixedInterval) {
   const TinyGradientProblem problem;
-  const int steps = 40;
-  const RunResult fp32 = train(problem, amp::preset("fp32"), {.enabled = false}, steps);
+  const int steps = kTinySteps;
+  const RunResult& fp32 = fp32_reference(problem);
   const RunResult fixed = train(problem, amp::preset("amp-fp16"), {.init_scale = 1.0}, steps);
   const RunResult aware = train(problem, amp::preset("amp-fp16"),
                                 {.init_scale = 1.0, .underflow_fraction = 0.5}, steps);
