@@ -23,6 +23,7 @@
 //   }
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -101,6 +102,15 @@ void set_history(Tensor& output, const std::shared_ptr<Node>& node, uint32_t out
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads);
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+
+/// Sees the gradient that reaches a tensor during backward (diagnostics: mixp/diag/collector.h).
+using GradientHook = std::function<void(const Tensor& gradient)>;
+/// An alias of `t` (the same storage, shape and dtype) whose gradient passes unchanged through
+/// `hook` on its way back to `t`: use the alias in place of `t` downstream. Returns `t` itself,
+/// and the hook never runs, when `t` requires no gradient or grad mode is off.
+///
+///   Tensor y = autograd::with_gradient_hook(layer_output, [](const Tensor& g) { ... });
+Tensor with_gradient_hook(const Tensor& t, GradientHook hook);
 
 template <typename N>
 std::shared_ptr<N> make_node(const char* name, std::initializer_list<const Tensor*> inputs) {

@@ -35,6 +35,11 @@ void GradScalerOptions::validate() const {
              "GradScaler: max_scale (", max_scale, ") must be >= min_scale (", min_scale, ")");
   MIXP_CHECK(init >= float(min_scale) && init <= float(max_scale), "GradScaler: init_scale ",
              init_scale, " is outside [min_scale, max_scale] = [", min_scale, ", ", max_scale, "]");
+  MIXP_CHECK(underflow_fraction >= 0.0 && underflow_fraction < 1.0,
+             "GradScaler: underflow_fraction must be in [0, 1), got ", underflow_fraction);
+  MIXP_CHECK(underflow_check_interval >= 1,
+             "GradScaler: underflow_check_interval must be at least 1, got ",
+             underflow_check_interval);
 }
 
 const char* name_of(ScaleChange change) {
@@ -48,6 +53,7 @@ const char* name_of(ScaleChange change) {
     case ScaleChange::backoff_refused: return "backoff_refused";
     case ScaleChange::backoff_delayed: return "backoff_delayed";
     case ScaleChange::set_by_user: return "set_by_user";
+    case ScaleChange::underflow_growth: return "underflow_growth";
   }
   return "unknown";
 }
@@ -193,6 +199,21 @@ int64_t unscale_tensor(Tensor& grad, float inv, bool multiply) {
   return -1;
 }
 
+// fp16 flushes |g| <= 2^-25 (half its smallest subnormal, the tie going to 0).
+constexpr double kFp16Flush = 0x1p-25;
+constexpr double kFp16Max = 65504.0;
+
+// Counts the elements of a (scaled) gradient that fp16 would flush, and the largest |g|.
+void count_flushable(const Tensor& grad, int64_t& flushable, double& max_abs) {
+  const Tensor g = grad.dtype() == DType::f32 ? grad : grad.to(DType::f32);
+  const float* p = g.data<float>();
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double a = std::fabs(double(p[i]));
+    flushable += a <= kFp16Flush;
+    if (a > max_abs && std::isfinite(a)) max_abs = a;
+  }
+}
+
 std::string describe(const NonFiniteSource& s) {
   return detail::concat("parameter ", s.parameter, " of optimizer ", s.optimizer, " (shape ",
                         s.shape.to_string(), "), element ", s.element);
@@ -244,6 +265,10 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
     if (!grad.defined() || grad.numel() == 0) continue;
     MIXP_CHECK(grad.device() == Device::cpu, "GradScaler::unscale: parameter ", i,
                " has its gradient on ", name_of(grad.device()));
+    if (underflow_check_due()) {
+      count_flushable(grad, record.flushable, record.max_abs);
+      record.counted += grad.numel();
+    }
     const int64_t bad = unscale_tensor(grad, inv, multiply);
     if (multiply) ++grad.impl()->storage->version;
     if (bad >= 0 && !record.found_inf) {
@@ -314,8 +339,32 @@ void GradScaler::update() {
   const float old_scale = state_.scale;
   state_ = next;
   record_change(old_scale, change, found ? first : std::nullopt);
+  if (found) overflow_ceiling_ = std::min(overflow_ceiling_, old_scale);
+  if (!found && change == ScaleChange::none && options_.dynamic && underflow_check_due()) {
+    int64_t flushable = 0, counted = 0;
+    double max_abs = 0.0;
+    for (const PerOptimizer& p : per_optimizer_) {
+      flushable += p.flushable;
+      counted += p.counted;
+      max_abs = std::max(max_abs, p.max_abs);
+    }
+    const float higher = float(double(state_.scale) * options_.growth_factor);
+    const double largest_unscaled = max_abs / double(state_.scale);
+    const bool wanted =
+        counted > 0 && double(flushable) > options_.underflow_fraction * double(counted);
+    if (wanted && std::isfinite(higher) && higher <= float(options_.max_scale) &&
+        higher < overflow_ceiling_ && largest_unscaled * double(higher) <= kFp16Max) {
+      state_.scale = higher;
+      state_.growth_tracker = 0;
+      record_change(old_scale, ScaleChange::underflow_growth, std::nullopt);
+    }
+  }
   per_optimizer_.clear();
   ++steps_;
+}
+
+bool GradScaler::underflow_check_due() const {
+  return options_.underflow_fraction > 0.0 && steps_ % options_.underflow_check_interval == 0;
 }
 
 void GradScaler::update(double new_scale) {
@@ -342,7 +391,7 @@ bool GradScaler::found_inf(const optim::Optimizer& optimizer) const {
 
 std::map<std::string, double> GradScaler::state() const {
   if (!options_.enabled) return {};
-  return {
+  std::map<std::string, double> s = {
       {"scale", double(state_.scale)},
       {"growth_factor", options_.growth_factor},
       {"backoff_factor", options_.backoff_factor},
@@ -351,6 +400,9 @@ std::map<std::string, double> GradScaler::state() const {
       {"_consecutive_overflows", double(state_.consecutive_overflows)},
       {"_steps", double(steps_)},
   };
+  if (options_.underflow_fraction > 0.0 && std::isfinite(overflow_ceiling_))
+    s["_overflow_ceiling"] = double(overflow_ceiling_);
+  return s;
 }
 
 void GradScaler::load_state(const std::map<std::string, double>& state) {
@@ -379,6 +431,10 @@ void GradScaler::load_state(const std::map<std::string, double>& state) {
   const int64_t tracker = get_count("_growth_tracker", true);
   const int64_t overflows = get_count("_consecutive_overflows", false);
   const int64_t steps = get_count("_steps", false);
+  const auto ceiling = state.find("_overflow_ceiling");
+  MIXP_CHECK(ceiling == state.end() || (std::isfinite(ceiling->second) && ceiling->second > 0),
+             "GradScaler::load_state: '_overflow_ceiling' must be positive and finite, got ",
+             ceiling == state.end() ? 0.0 : ceiling->second);
   options.validate();  // the bounds and init_scale are the scaler's own, valid already
   // A scale that collapsed to 0 is a state PyTorch can save, so it loads; the bounds still hold.
   const float s = float(scale);
@@ -392,6 +448,8 @@ void GradScaler::load_state(const std::map<std::string, double>& state) {
   options_ = options;
   state_ = ScaleState{s, tracker, std::min(overflows, options.hysteresis)};
   steps_ = steps;
+  overflow_ceiling_ =
+      ceiling == state.end() ? std::numeric_limits<float>::infinity() : float(ceiling->second);
   per_optimizer_.clear();
 }
 

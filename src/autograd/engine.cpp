@@ -121,6 +121,15 @@ struct SliceBackward : Node {
   }
 };
 
+struct HookBackward : Node {
+  GradientHook hook;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    if (grads[0].defined()) hook(grads[0]);
+    return {grads[0]};
+  }
+  void release() override { hook = nullptr; }
+};
+
 struct CastBackward : Node {
   DType input_dtype = DType::f32;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -150,6 +159,16 @@ void record_cast(const Tensor& in, Tensor& out) {
     node->input_dtype = in.dtype();
     set_history(out, node);
   }
+}
+
+Tensor with_gradient_hook(const Tensor& t, GradientHook hook) {
+  MIXP_CHECK(hook != nullptr, "with_gradient_hook: an empty hook");
+  auto node = make_node<HookBackward>("gradient_hook", {&t});
+  if (!node) return t;
+  node->hook = std::move(hook);
+  Tensor alias = t.detach();
+  set_history(alias, node);
+  return alias;
 }
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {

@@ -46,7 +46,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   if (is_training() && options_.track_running_stats) {
     num_batches_tracked_->data<int64_t>()[0] += 1;
   }
-  return y;
+  return run_forward_hooks(y);
 }
 
 std::string BatchNorm2d::extra_repr() const {

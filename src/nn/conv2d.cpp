@@ -45,7 +45,7 @@ Tensor Conv2d::forward(const Tensor& x) {
   o.pad_h = o.pad_w = options_.padding;
   o.dilation_h = o.dilation_w = options_.dilation;
   o.groups = options_.groups;
-  return ops::conv2d(x, *weight_, *bias_, o);
+  return run_forward_hooks(ops::conv2d(x, *weight_, *bias_, o));
 }
 
 std::string Conv2d::extra_repr() const {

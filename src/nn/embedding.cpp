@@ -23,7 +23,7 @@ Tensor Embedding::forward(const Tensor& indices) {
   MIXP_CHECK(indices.defined() && indices.dtype() == DType::i64,
              "Embedding: the indices must be an i64 tensor, got ",
              indices.defined() ? name_of(indices.dtype()) : "an undefined tensor");
-  return ops::embedding(*weight_, indices);
+  return run_forward_hooks(ops::embedding(*weight_, indices));
 }
 
 std::string Embedding::extra_repr() const {

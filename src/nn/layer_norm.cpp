@@ -26,7 +26,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
   MIXP_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == options_.normalized_shape,
              "LayerNorm: expected an input [..., ", options_.normalized_shape, "], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
-  return ops::layer_norm(x, *weight_, *bias_, options_.eps);
+  return run_forward_hooks(ops::layer_norm(x, *weight_, *bias_, options_.eps));
 }
 
 std::string LayerNorm::extra_repr() const {

@@ -32,7 +32,7 @@ Tensor Linear::forward(const Tensor& x) {
   MIXP_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == options_.in_features,
              "Linear: expected an input [..., ", options_.in_features, "], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
-  return ops::linear(x, *weight_, *bias_);
+  return run_forward_hooks(ops::linear(x, *weight_, *bias_));
 }
 
 std::string Linear::extra_repr() const {

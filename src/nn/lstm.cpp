@@ -74,7 +74,7 @@ Tensor LSTM::forward(const Tensor& x) {
              x.defined() ? x.shape().to_string() : "an undefined tensor");
   Tensor y = options_.batch_first ? x : ops::permute(x, {1, 0, 2});
   for (const Layer& layer : layers_) y = layer_forward(layer, y);
-  return options_.batch_first ? y : ops::permute(y, {1, 0, 2});
+  return run_forward_hooks(options_.batch_first ? y : ops::permute(y, {1, 0, 2}));
 }
 
 std::string LSTM::extra_repr() const {

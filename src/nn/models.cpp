@@ -250,6 +250,44 @@ class GptModel : public LanguageModelBase {
   std::shared_ptr<LayerNorm> ln_f_;
 };
 
+// ---- deep-mlp: fc1 ... fc{layers + 1}, tanh between ----
+
+class DeepMlpModel : public ModelBase {
+ public:
+  DeepMlpModel(const ModelConfig& config, uint64_t seed) : ModelBase(config, seed) {
+    Philox rng(PhiloxState{seed, kInitStream, 0});
+    int64_t in = kDeepMlpInputs;
+    for (int i = 0; i <= config.layers; ++i) {
+      const bool output = i == config.layers;
+      const int64_t out = output ? kDeepMlpOutputs : config.width;
+      auto fc = register_module("fc" + std::to_string(i + 1),
+                                std::make_shared<Linear>(LinearOptions(in, out, /*bias=*/false)));
+      // Hidden layers keep the activations' scale (std 1 / sqrt(fan_in)); the output layer
+      // starts tiny, which is what puts the gradients below fp16's range.
+      const double stddev = output ? 1e-5 : 1.0 / std::sqrt(double(in));
+      fc->weight().copy_(randn(fc->weight().shape(), rng, stddev));
+      layers_.push_back(fc);
+      in = out;
+    }
+  }
+
+  Tensor forward(const Tensor& x) override {
+    MIXP_CHECK(x.defined() && is_floating(x.dtype()) && x.ndim() == 2 && x.size(0) >= 1 &&
+                   x.size(1) == kDeepMlpInputs,
+               "deep-mlp: expected floating inputs [N, ", kDeepMlpInputs, "], got ", shape_of(x));
+    Tensor h = x;
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) h = ops::tanh(layers_[i]->forward(h));
+    return layers_.back()->forward(h);
+  }
+  Task task() const override { return Task::regression; }
+
+ protected:
+  std::string type_name() const override { return "DeepMLP"; }
+
+ private:
+  std::vector<std::shared_ptr<Linear>> layers_;
+};
+
 void check_config(const ModelConfig& c) {
   MIXP_CHECK(c.dropout >= 0 && c.dropout < 1, "model ", c.name, ": dropout must be in [0, 1), got ",
              c.dropout);
@@ -269,10 +307,11 @@ void check_config(const ModelConfig& c) {
 }  // namespace
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
-  MIXP_CHECK(
-      config.name == "mlp" || config.name == "cnn" || config.name == "lstm" || config.name == "gpt",
-      "unknown model '", config.name, "'; known models: mlp, cnn, lstm, gpt");
+  MIXP_CHECK(config.name == "mlp" || config.name == "cnn" || config.name == "lstm" ||
+                 config.name == "gpt" || config.name == "deep-mlp",
+             "unknown model '", config.name, "'; known models: mlp, cnn, lstm, gpt, deep-mlp");
   check_config(config);
+  if (config.name == "deep-mlp") return std::make_unique<DeepMlpModel>(config, seed);
   if (config.name == "mlp") return std::make_unique<MlpModel>(config, seed);
   if (config.name == "cnn") return std::make_unique<CnnModel>(config, seed);
   if (config.name == "lstm") return std::make_unique<LstmModel>(config, seed);

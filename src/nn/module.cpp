@@ -46,6 +46,40 @@ std::string Module::pretty_print(int indent) const {
   return out + std::string(size_t(indent), ' ') + ")";
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules("", out);
+  return out;
+}
+
+void Module::collect_modules(const std::string& name,
+                             std::vector<std::pair<std::string, Module*>>& out) {
+  out.emplace_back(name, this);
+  for (auto& [child_name, child] : children_)
+    child->collect_modules(name.empty() ? child_name : name + "." + child_name, out);
+}
+
+std::vector<std::string> Module::own_parameter_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : parameters_) out.push_back(name);
+  return out;
+}
+
+int64_t Module::add_forward_hook(ForwardHook hook) {
+  MIXP_CHECK(hook != nullptr, type_name(), ": add_forward_hook of an empty hook");
+  forward_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_hook(int64_t id) {
+  std::erase_if(forward_hooks_, [id](const auto& h) { return h.first == id; });
+}
+
+Tensor Module::run_forward_hooks(Tensor output) {
+  for (auto& [id, hook] : forward_hooks_) output = hook(*this, output);
+  return output;
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   MIXP_CHECK(value.defined() && is_floating(value.dtype()), type_name(), ": parameter '", name,
              "' must be a floating tensor");

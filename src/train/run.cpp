@@ -25,6 +25,7 @@ class BuiltinModel : public TrainModel {
   explicit BuiltinModel(std::unique_ptr<nn::Model> model) : model_(std::move(model)) {}
   Tensor forward(const Tensor& x) override { return model_->forward(x); }
   nn::Task task() const override { return model_->task(); }
+  nn::Module* module() override { return model_.get(); }
   std::vector<std::pair<std::string, Tensor*>> named_parameters() override {
     return model_->named_parameters();
   }
@@ -96,6 +97,40 @@ class TextSource : public DataSource {
   data::TextLoader train_;
 };
 
+// The synthetic regression of deep-mlp: batches in order (the inputs are already random), the
+// whole test set as one evaluation batch.
+class RegressionSource : public DataSource {
+ public:
+  RegressionSource(std::shared_ptr<const data::Regression> data, int64_t batch)
+      : data_(std::move(data)), batch_(batch) {}
+  std::optional<data::Batch> next_train() override {
+    const int64_t n = data_->train_x.size(0);
+    if (state_.position >= n) {
+      state_.position = 0;
+      ++state_.epoch;
+      return std::nullopt;
+    }
+    const int64_t end = std::min(n, state_.position + batch_);
+    data::Batch b{data_->train_x.slice(state_.position, end),
+                  data_->train_y.slice(state_.position, end)};
+    state_.position = end;
+    return b;
+  }
+  int64_t batches_per_epoch() const override {
+    return (data_->train_x.size(0) + batch_ - 1) / batch_;
+  }
+  std::optional<data::LoaderState> loader_state() const override { return state_; }
+  void set_loader_state(const data::LoaderState& state) override { state_ = state; }
+  void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
+    visit({data_->test_x, data_->test_y});
+  }
+
+ private:
+  std::shared_ptr<const data::Regression> data_;
+  int64_t batch_;
+  data::LoaderState state_;
+};
+
 std::string data_path(const RunConfig& config) {
   return config.data.empty() ? default_data_path(config.model.name) : config.data;
 }
@@ -110,13 +145,25 @@ Prepared prepare(const RunConfig& config) {
   const nn::Task task = task_of(config.model.name);
   (void)amp::preset(config.train.precision);  // an unknown preset fails before loading data
   MIXP_CHECK(config.batch >= 0, "the batch size must be positive, got ", config.batch);
-  const std::string path = data_path(config);
+  const std::string path = task == nn::Task::regression ? "" : data_path(config);
   const bool defaulted = config.data.empty();
   Prepared p;
   p.options = config.train;
   p.options.model_name = config.model.name;
   const uint64_t seed = config.train.seed;
-  if (task == nn::Task::classification) {
+  if (task == nn::Task::regression) {
+    MIXP_CHECK(config.data.empty(), "model ", config.model.name,
+               " trains on synthetic data made from the seed; it takes no --data");
+    // The full batch by default: the gradient of the mean squared error shrinks with the
+    // batch, and at 4096 samples it is below fp16's range (the point of this model).
+    auto data = std::make_shared<const data::Regression>(data::make_tiny_gradient_regression(seed));
+    const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
+    nn::ModelConfig model = config.model;
+    p.make = [data, model, batch, seed] {
+      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                       std::make_unique<RegressionSource>(data, batch)};
+    };
+  } else if (task == nn::Task::classification) {
     MIXP_CHECK(std::filesystem::is_directory(path), "no IDX data set at ", path,
                defaulted ? ": install Debian's dataset-fashion-mnist (scripts/install-deps.sh) "
                            "or pass --data DIR"
@@ -159,12 +206,15 @@ Prepared prepare(const RunConfig& config) {
 nn::Task task_of(const std::string& model_name) {
   if (model_name == "mlp" || model_name == "cnn") return nn::Task::classification;
   if (model_name == "lstm" || model_name == "gpt") return nn::Task::language_model;
-  MIXP_CHECK(false, "unknown model '", model_name, "' (mlp, cnn, lstm or gpt)");
+  if (model_name == "deep-mlp") return nn::Task::regression;
+  MIXP_CHECK(false, "unknown model '", model_name, "' (mlp, cnn, lstm, gpt or deep-mlp)");
   return nn::Task::classification;
 }
 
 std::string default_data_path(const std::string& model_name) {
-  if (task_of(model_name) == nn::Task::classification) return kFashionMnist;
+  const nn::Task task = task_of(model_name);
+  if (task == nn::Task::classification) return kFashionMnist;
+  if (task == nn::Task::regression) return "";
   return kKjv;
 }
 
@@ -249,6 +299,12 @@ RunConfig resume_config(const std::string& dir,
   config->train.out_dir = dir;
   config->train.resume = true;
   return *config;
+}
+
+PreparedRun prepare_run(const RunConfig& config) {
+  Prepared p = prepare(config);
+  if (p.options.config.empty()) p.options.config = run_config_json(config);
+  return {p.options, p.make()};
 }
 
 TrainResult run_train(const RunConfig& config) {

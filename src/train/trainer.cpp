@@ -50,15 +50,6 @@ std::string duration_text(double seconds) {
   return buf;
 }
 
-// Mean cross entropy of a batch: logits [N, C] against labels [N], or [B, T, V] against [B, T].
-Tensor loss_of(const Tensor& logits, const Tensor& targets, nn::Task task) {
-  if (task == nn::Task::language_model) {
-    const int64_t vocab = logits.size(-1);
-    return ops::cross_entropy(logits.reshape({-1, vocab}), targets.reshape({-1}));
-  }
-  return ops::cross_entropy(logits, targets);
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
@@ -125,7 +116,7 @@ EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& pre
       {
         auto scope = preset.autocast();
         logits = model.forward(batch.x);
-        loss = loss_of(logits, batch.y, model.task());
+        loss = task_loss(logits, batch.y, model.task());
       }
       const int64_t n = batch.y.numel();
       loss_sum += loss.item() * double(n);
@@ -144,7 +135,7 @@ EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& pre
   e.loss = loss_sum / double(count);
   if (model.task() == nn::Task::classification)
     e.accuracy = double(correct) / double(count);
-  else
+  else if (model.task() == nn::Task::language_model)
     e.bits_per_char = e.loss / std::numbers::ln2;
   return e;
 }
@@ -154,9 +145,11 @@ std::string eval_line(const EvalMetrics& e) {
   if (e.accuracy)
     std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f accuracy %.2f%%", (long long)e.step,
                   e.loss, 100.0 * *e.accuracy);
-  else
+  else if (e.bits_per_char)
     std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4f bits/char %.4f", (long long)e.step,
-                  e.loss, e.bits_per_char.value_or(0.0));
+                  e.loss, *e.bits_per_char);
+  else
+    std::snprintf(buf, sizeof buf, "eval step %lld: loss %.4g", (long long)e.step, e.loss);
   return buf;
 }
 
@@ -168,7 +161,9 @@ json summary_object(const TrainResult& r) {
   json memory = json::object();
   for (const auto& [tag, bytes] : r.peak_memory) memory[tag] = bytes;
   return {{"model", r.model_name},
-          {"task", r.task == nn::Task::classification ? "classification" : "language_model"},
+          {"task", r.task == nn::Task::classification   ? "classification"
+                   : r.task == nn::Task::language_model ? "language_model"
+                                                        : "regression"},
           {"precision", r.precision},
           {"steps", r.steps},
           {"epochs", r.epochs},
@@ -267,6 +262,18 @@ OnNonFinite parse_on_nonfinite(const std::string& name) {
   if (name == "stop") return OnNonFinite::stop;
   MIXP_CHECK(name == "skip", "unknown non-finite policy '", name, "' (stop or skip)");
   return OnNonFinite::skip;
+}
+
+Tensor task_loss(const Tensor& output, const Tensor& targets, nn::Task task) {
+  switch (task) {
+    case nn::Task::language_model: {
+      const int64_t vocab = output.size(-1);
+      return ops::cross_entropy(output.reshape({-1, vocab}), targets.reshape({-1}));
+    }
+    case nn::Task::regression: return ops::mse_loss(output.to(DType::f32), targets);
+    case nn::Task::classification: break;
+  }
+  return ops::cross_entropy(output, targets);
 }
 
 std::string metrics_json(const StepMetrics& m) { return step_json(m).dump(); }
@@ -588,13 +595,15 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     const double lr_now = schedule->lr(step);
     for (auto& opt : optimizers) opt->set_learning_rate(lr_now);
     const double scale_used = scaler.get_scale();
+    if (o.hooks.before_forward) o.hooks.before_forward(step, scale_used);
     Tensor loss;
     {
       auto scope = preset.autocast();
-      loss = loss_of(model.forward(batch->x), batch->y, task);
+      loss = task_loss(model.forward(batch->x), batch->y, task);
     }
     scaler.scale(loss).backward();
     if (o.on_gradients) o.on_gradients(step + 1, named_params);
+    if (o.hooks.after_backward) o.hooks.after_backward(step, scale_used);
     for (auto& opt : optimizers) scaler.unscale(*opt);
     const double norm = optim::clip_grad_norm(params, o.clip_norm);
     const double loss_value = loss.item();
@@ -725,7 +734,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     diag::write_line_plot(o.out_dir + "/loss.svg", {train_curve, eval_curve},
                           {.title = o.model_name + " (" + preset.name + ")",
                            .x_label = "step",
-                           .y_label = "cross-entropy loss"});
+                           .y_label = task == nn::Task::regression ? "mean squared error"
+                                                                   : "cross-entropy loss"});
   }
   if (o.log && o.progress != Progress::none) {
     char buf[200];

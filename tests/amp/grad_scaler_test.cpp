@@ -612,5 +612,77 @@ TEST(GradScaler, StateRoundTripsWithPyTorchsKeys) {
   EXPECT_EQ(d.options().growth_interval, 2000);
 }
 
+// ---- underflow-aware growth ----------------------------------------------------------------
+
+// One step of a scaler over one parameter whose scaled gradient is `grad` (a value per element).
+bool step_with(GradScaler& scaler, TestSgd& opt, Tensor& p, const std::vector<double>& grad) {
+  p.set_grad(from_values(grad, p.shape()));
+  const bool applied = scaler.step(opt);
+  scaler.update();
+  return applied;
+}
+
+TEST(GradScalerUnderflow, GrowsEveryCheckWhileTooManyGradientsWouldFlush) {
+  Tensor p = parameter({4});
+  TestSgd opt({p});
+  GradScaler scaler({.init_scale = 1.0, .underflow_fraction = 0.5, .underflow_check_interval = 3});
+  // Three of four elements at or below 2^-25 (the fp16 flush bound), so 75% > 50%.
+  const std::vector<double> tiny = {0.0, 0x1p-25, 0x1p-30, 1e-3};
+  std::vector<float> scales;
+  for (int s = 0; s < 9; ++s) {
+    scales.push_back(scaler.get_scale());
+    step_with(scaler, opt, p, tiny);
+  }
+  // Checked on steps 0, 3 and 6: the scale doubles after each of them.
+  EXPECT_EQ(scales, (std::vector<float>{1, 2, 2, 2, 4, 4, 4, 8, 8}));
+  ASSERT_EQ(scaler.scale_log().size(), 3u);
+  EXPECT_EQ(scaler.scale_log()[0].reason, ScaleChange::underflow_growth);
+  EXPECT_EQ(scaler.scale_log()[2].step, 6);
+  EXPECT_STREQ(name_of(ScaleChange::underflow_growth), "underflow_growth");
+
+  // Half of them (not more) flushing: no growth.
+  GradScaler half({.init_scale = 1.0, .underflow_fraction = 0.5});
+  for (int s = 0; s < 4; ++s) step_with(half, opt, p, {0.0, 0x1p-26, 1.0, 1.0});
+  EXPECT_EQ(half.get_scale(), 1.0f);
+  // The bound 2^-25 is exact: just above it does not count.
+  GradScaler above({.init_scale = 1.0, .underflow_fraction = 0.5});
+  const double just_above = std::nextafter(0x1p-25f, 1.0f);  // in fp32, as the gradient holds it
+  step_with(above, opt, p, {just_above, just_above, 0.0, 1.0});
+  EXPECT_EQ(above.get_scale(), 1.0f);
+}
+
+TEST(GradScalerUnderflow, NeverPastMaxScaleTheOverflowCeilingOrFp16sRange) {
+  Tensor p = parameter({4});
+  TestSgd opt({p});
+  GradScaler bounded({.init_scale = 1.0, .max_scale = 4.0, .underflow_fraction = 0.1});
+  for (int s = 0; s < 6; ++s) step_with(bounded, opt, p, {0, 0, 0, 0});
+  EXPECT_EQ(bounded.get_scale(), 4.0f);
+
+  // The largest gradient, unscaled, is 1000 / scale: growth stops where it would pass 65504.
+  GradScaler ranged({.init_scale = 1.0, .underflow_fraction = 0.1});
+  for (int s = 0; s < 12; ++s) {
+    const double scale = ranged.get_scale();
+    step_with(ranged, opt, p, {0, 0, 0, 1000.0 * scale});
+  }
+  EXPECT_EQ(ranged.get_scale(), 64.0f) << "1000 * 64 <= 65504 < 1000 * 128";
+
+  // After an overflow at 16 (back off to 8), growth stops below 16.
+  GradScaler ceiling({.init_scale = 16.0, .underflow_fraction = 0.1});
+  EXPECT_FALSE(step_with(ceiling, opt, p, {0, 0, 0, kInf}));
+  EXPECT_EQ(ceiling.get_scale(), 8.0f);
+  for (int s = 0; s < 5; ++s) step_with(ceiling, opt, p, {0, 0, 0, 0});
+  EXPECT_EQ(ceiling.get_scale(), 8.0f);
+  EXPECT_EQ(ceiling.state().at("_overflow_ceiling"), 16.0);
+  GradScaler restored({.init_scale = 1.0, .underflow_fraction = 0.1});
+  restored.load_state(ceiling.state());
+  step_with(restored, opt, p, {0, 0, 0, 0});
+  EXPECT_EQ(restored.get_scale(), 8.0f) << "the ceiling is part of the state";
+
+  EXPECT_THROW(GradScaler({.underflow_fraction = 1.0}), Error);
+  EXPECT_THROW(GradScaler({.underflow_fraction = 0.5, .underflow_check_interval = 0}), Error);
+  // Off by default: PyTorch's state keys only.
+  EXPECT_EQ(GradScaler().state().count("_overflow_ceiling"), 0u);
+}
+
 }  // namespace
 }  // namespace mixp::amp

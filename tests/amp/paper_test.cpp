@@ -12,10 +12,13 @@
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
+#include "mixp/data/dataset.h"
 #include "mixp/error.h"
+#include "mixp/nn/models.h"
 #include "mixp/ops.h"
 #include "mixp/optim/adam.h"
 #include "mixp/optim/sgd.h"
+#include "mixp/train/trainer.h"
 
 namespace mixp {
 namespace {
@@ -38,56 +41,44 @@ double zero_fraction(const std::vector<Tensor>& params) {
 double zero_fraction(const Tensor& p) { return zero_fraction(std::vector<Tensor>{p}); }
 
 // ---- loss scaling ----
-// A 3-layer tanh MLP whose output layer starts tiny (weights about 1e-5) and whose targets are
-// tiny (about 1e-4): the gradient of the mean squared error, 2 (y - t) / (N * 8), is about
-// 1e-8 at the output and far less below it, under fp16's smallest subnormal (2^-24 = 6e-8).
+// The library's deep-mlp (mixp/nn/models.h) on its synthetic regression, the same model and
+// data `mixp inspect --model deep-mlp` measures (tests/train/inspect_test.cpp): a 3-layer tanh
+// MLP whose output layer starts tiny (weights about 1e-5) and whose targets are tiny (about
+// 1e-4), so that the gradient of the mean squared error, 2 (y - t) / (N * 8), is about 1e-8
+// at the output and far less below it, under fp16's smallest subnormal (2^-24 = 6e-8).
 struct TinyGradientProblem {
-  Tensor x, target;
-  std::vector<Tensor> init;  // W1 [64, 16], W2 [64, 64], W3 [8, 64]
+  static constexpr uint64_t kSeed = 2018;
+  data::Regression data = data::make_tiny_gradient_regression(kSeed);
+  nn::ModelConfig config{.name = "deep-mlp", .layers = 2, .width = 64};
 
-  TinyGradientProblem() {
-    Philox rng(PhiloxState{2018, 0, 0});
-    x = randn({4096, 16}, rng);
-    const Tensor teacher = randn({8, 16}, rng, 0.25);
-    {
-      NoGradGuard no_grad;
-      target = ops::mul_scalar(ops::tanh(ops::linear(x, teacher)), 1e-4);
-    }
-    init = {randn({64, 16}, rng, 0.25), randn({64, 64}, rng, 0.125), randn({8, 64}, rng, 1e-5)};
-  }
-
-  Tensor loss(const std::vector<Tensor>& w) const {
-    const Tensor h1 = ops::tanh(ops::linear(x, w[0]));
-    const Tensor h2 = ops::tanh(ops::linear(h1, w[1]));
-    return ops::mse_loss(ops::linear(h2, w[2]).to(DType::f32), target);
-  }
-
-  std::vector<Tensor> fresh_parameters() const {
-    std::vector<Tensor> w;
-    for (const Tensor& t : init) w.push_back(t.clone(MemoryTag::parameter).set_requires_grad(true));
-    return w;
+  std::unique_ptr<nn::Model> fresh_model() const { return nn::make_model(config, kSeed); }
+  Tensor loss(nn::Model& model) const {
+    return train::task_loss(model.forward(data.train_x), data.train_y, nn::Task::regression);
   }
 };
-
 struct RunResult {
   double initial_loss = 0, final_loss = 0;
   double zero_gradients = 0;         // all parameters, first step
   double zero_output_gradients = 0;  // the output layer, which does the learning
+  int skipped = 0;
+  double final_scale = 1;
+  std::vector<amp::ScaleChangeRecord> scale_log;
 };
 
-RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, bool scale_loss,
-                int steps) {
-  std::vector<Tensor> w = problem.fresh_parameters();
+RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset,
+                const amp::GradScalerOptions& scaling, int steps) {
+  const std::unique_ptr<nn::Model> model = problem.fresh_model();
+  const std::vector<Tensor> w = model->parameters();  // fc1, fc2, fc3 (the output layer)
   // The curvature of the loss in the output weights is about 2 / 8 * E[h2^2], so SGD with a
   // step of a few units fits them in tens of steps; the hidden weights barely move.
   optim::Sgd opt(w, {.lr = 4.0, .momentum = 0.5});
-  amp::GradScaler scaler(amp::GradScalerOptions{.enabled = scale_loss});
+  amp::GradScaler scaler(scaling);
   RunResult r;
   for (int s = 0; s < steps; ++s) {
     Tensor loss;
     {
       amp::Autocast scope = preset.autocast();
-      loss = problem.loss(w);
+      loss = problem.loss(*model);
     }
     if (s == 0) r.initial_loss = loss.item();
     scaler.scale(loss).backward();
@@ -96,21 +87,31 @@ RunResult train(const TinyGradientProblem& problem, const amp::Preset& preset, b
       r.zero_gradients = zero_fraction(w);
       r.zero_output_gradients = zero_fraction(w[2]);
     }
-    scaler.step(opt);
+    r.skipped += !scaler.step(opt);
     scaler.update();
     opt.zero_grad();
   }
   NoGradGuard no_grad;
-  r.final_loss = problem.loss(w).item();
+  r.final_loss = problem.loss(*model).item();
+  r.final_scale = scaler.get_scale();
+  r.scale_log = scaler.scale_log();
+  return r;
+}
+
+constexpr int kTinySteps = 40;
+
+// The fp32 reference of the loss-scaling tests, trained once.
+const RunResult& fp32_reference(const TinyGradientProblem& problem) {
+  static const RunResult r = train(problem, amp::preset("fp32"), {.enabled = false}, kTinySteps);
   return r;
 }
 
 TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   const TinyGradientProblem problem;
-  const int steps = 40;
-  const RunResult fp32 = train(problem, amp::preset("fp32"), false, steps);
-  const RunResult unscaled = train(problem, amp::preset("amp-fp16"), false, steps);
-  const RunResult scaled = train(problem, amp::preset("amp-fp16"), true, steps);
+  const int steps = kTinySteps;
+  const RunResult& fp32 = fp32_reference(problem);
+  const RunResult unscaled = train(problem, amp::preset("amp-fp16"), {.enabled = false}, steps);
+  const RunResult scaled = train(problem, amp::preset("amp-fp16"), {}, steps);
 
   EXPECT_EQ(fp32.zero_gradients, 0.0);
   EXPECT_GT(unscaled.zero_gradients, 0.99) << "fp16 should flush the gradients to zero";
@@ -121,11 +122,41 @@ TEST(Paper, WithoutLossScalingFp16GradientsVanishAndScalingRescuesThem) {
   EXPECT_EQ(unscaled.zero_output_gradients, 1.0);
 
   const double learned = fp32.initial_loss - fp32.final_loss;
-  ASSERT_GT(learned, 0.5 * fp32.initial_loss) << "the fp32 run must learn for the test to mean anything";
+  ASSERT_GT(learned, 0.5 * fp32.initial_loss)
+      << "the fp32 run must learn for the test to mean anything";
   // With scaling, fp16 follows fp32 to within a tenth of what fp32 learned; without, it learns
   // less than half of it.
   EXPECT_NEAR(scaled.final_loss, fp32.final_loss, 0.1 * learned);
   EXPECT_LT(unscaled.initial_loss - unscaled.final_loss, 0.5 * learned);
+}
+
+// An unlucky start, scale 1: with PyTorch's fixed interval the scale would first grow after
+// 2000 clean steps, and until then fp16 flushes every gradient. Underflow-aware growth sees
+// the flushed gradients and doubles the scale every step until enough of them are
+// representable, then learns as the scaled run above does.
+TEST(Paper, UnderflowAwareGrowthRescuesTheFlushedModelFasterThanTheFixedInterval) {
+  const TinyGradientProblem problem;
+  const int steps = kTinySteps;
+  const RunResult& fp32 = fp32_reference(problem);
+  const RunResult fixed = train(problem, amp::preset("amp-fp16"), {.init_scale = 1.0}, steps);
+  const RunResult aware = train(problem, amp::preset("amp-fp16"),
+                                {.init_scale = 1.0, .underflow_fraction = 0.5}, steps);
+  const double learned = fp32.initial_loss - fp32.final_loss;
+  ASSERT_GT(learned, 0.5 * fp32.initial_loss);
+  EXPECT_EQ(fixed.final_scale, 1.0);
+  EXPECT_LT(fixed.initial_loss - fixed.final_loss, 0.1 * learned) << "flushed: nothing learned";
+  EXPECT_GT(aware.initial_loss - aware.final_loss, 0.8 * learned);
+  ASSERT_FALSE(aware.scale_log.empty());
+  int underflow_growths = 0;
+  for (const amp::ScaleChangeRecord& c : aware.scale_log) {
+    underflow_growths += c.reason == amp::ScaleChange::underflow_growth;
+    EXPECT_TRUE(c.reason == amp::ScaleChange::underflow_growth ||
+                c.reason == amp::ScaleChange::backoff)
+        << amp::name_of(c.reason) << " at step " << c.step;
+  }
+  // 2^16 is where the output layer's gradients become representable (the test above).
+  EXPECT_GE(underflow_growths, 16);
+  EXPECT_GE(aware.final_scale, 65536.0);
 }
 
 // ---- master weights and stochastic rounding ----
@@ -179,7 +210,8 @@ TEST(Paper, Fp16WeightsUpdatedInFp16StopMovingAndTheFp32MasterKeepsLearning) {
   Tensor w = problem.w0.to(DType::f16).detach().set_requires_grad(true);
   problem.loss(w).backward();
   const std::vector<double> g = w.grad().to_vector();
-  for (double v : g) ASSERT_LT(std::fabs(kSmallLr * v), 0x1p-11) << "the setup must be in the regime";
+  for (double v : g)
+    ASSERT_LT(std::fabs(kSmallLr * v), 0x1p-11) << "the setup must be in the regime";
   // Updated in fp16 (rounded to nearest each step), the weights keep every bit.
   const std::vector<uint8_t> before = bytes_of(w);
   for (int s = 0; s < steps; ++s) {
@@ -223,14 +255,15 @@ TEST(Paper, StochasticRoundingKeepsBf16WeightsMovingWhereNearestStalls) {
 TEST(Paper, AnOverflowSkipsExactlyThatStepAndHalvesTheScale) {
   const TinyGradientProblem problem;
   const amp::Preset& p = amp::preset("amp-fp16");
-  std::vector<Tensor> w = problem.fresh_parameters();
+  const std::unique_ptr<nn::Model> model = problem.fresh_model();
+  const std::vector<Tensor> w = model->parameters();
   optim::Adam opt(w, {.lr = 1e-3});
   amp::GradScaler scaler = p.make_scaler();
   auto run_step = [&](bool inject) {
     Tensor loss;
     {
       amp::Autocast scope = p.autocast();
-      loss = problem.loss(w);
+      loss = problem.loss(*model);
     }
     scaler.scale(loss).backward();
     if (inject) w[1].grad().data<float>()[7] = INFINITY;  // one element of one gradient

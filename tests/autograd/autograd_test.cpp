@@ -91,5 +91,31 @@ TEST(Autograd, DiamondGraphsRunEachNodeOnce) {
   }
 }
 
+TEST(Autograd, GradientHookSeesTheGradientAndPassesItOn) {
+  Tensor x = from_values({1, 2, 3}, {3}).set_requires_grad(true);
+  const Tensor c = from_values({0.5, -4, 8}, {3});
+  std::vector<double> seen;
+  int calls = 0;
+  const Tensor y = ops::mul(x, x);  // dy/dx = 2x
+  const Tensor hooked = autograd::with_gradient_hook(y, [&](const Tensor& g) {
+    seen = g.to_vector();
+    ++calls;
+  });
+  EXPECT_EQ(hooked.raw_data(), y.raw_data()) << "an alias, not a copy";
+  ops::sum(ops::mul(hooked, c)).backward();  // dL/dy = c
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, c.to_vector());
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{1, -16, 48}));
+  // Nothing to hook: the tensor itself comes back, and the hook never runs.
+  const Tensor plain = from_values({1, 2}, {2});
+  EXPECT_TRUE(autograd::with_gradient_hook(plain, [&](const Tensor&) { ++calls; }).is_same(plain));
+  {
+    NoGradGuard no_grad;
+    EXPECT_TRUE(autograd::with_gradient_hook(x, [&](const Tensor&) { ++calls; }).is_same(x));
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_THROW(autograd::with_gradient_hook(x, nullptr), Error);
+}
+
 }  // namespace
 }  // namespace mixp

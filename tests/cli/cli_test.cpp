@@ -446,6 +446,79 @@ TEST_F(Cli, TrainsTheLanguageModelsOnAText) {
   }
 }
 
+TEST_F(Cli, InspectDeepMlpPrintsTheTableAndWritesJsonAndSvg) {
+  const fs::path out = dir_ / "inspect";
+  const CliResult r =
+      mixp("inspect --model deep-mlp --precision amp-fp16 --steps 0 --formats e3m2,e6m9 --out '" +
+           out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* layer : {"fc1", "fc2", "fc3", "all"})
+    EXPECT_NE(r.out.find(std::string("\n") + layer + " "), std::string::npos) << layer << r.out;
+  EXPECT_NE(r.out.find("loss scale 65536 (2^16)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("keep in higher precision"), std::string::npos) << r.out;
+  const std::string json = slurp(out / "inspect.json");
+  EXPECT_EQ(json_number(json, "loss_scale"), 65536.0);
+  // The extra formats are asked of every tensor too.
+  EXPECT_NE(json.find("\"format\": \"e3m2\""), std::string::npos);
+  EXPECT_NE(json.find("\"format\": \"e6m9\""), std::string::npos);
+  const std::string svg = slurp(out / "activation_gradients.svg");
+  EXPECT_NE(svg.find("<rect class=\"bar\""), std::string::npos);
+  EXPECT_NE(svg.find("become zero in f16"), std::string::npos);
+  for (const char* layer : {"fc1", "fc2", "fc3"})
+    EXPECT_TRUE(fs::exists(out / "layers" / (std::string(layer) + ".svg"))) << layer;
+}
+
+TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
+  const fs::path text = dir_ / "corpus.txt";
+  std::ofstream(text) << repeated_text(20000);
+  const fs::path out = dir_ / "gpt";
+  const CliResult r = mixp("inspect --model gpt --data '" + text.string() +
+                           "' --precision amp-bf16 --steps 2 --every 1 --layers 1 --heads 2 "
+                           "--width 16 --context 16 --out '" +
+                           out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Every layer with parameters of its own, by its nanoGPT name.
+  for (const char* layer :
+       {"transformer.wte", "transformer.wpe", "transformer.h.0.ln_1", "transformer.h.0.attn.c_attn",
+        "transformer.h.0.mlp.c_proj", "transformer.ln_f"})
+    EXPECT_NE(r.out.find(std::string("\n") + layer + " "), std::string::npos) << layer << r.out;
+  EXPECT_NE(r.out.find("loss scale 1 (2^0)"), std::string::npos) << "amp-bf16 does not scale";
+  EXPECT_TRUE(fs::exists(out / "layers" / "transformer.h.0.attn.c_attn.svg"));
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"inspect", "--model"},
+           {"inspect --model resnet", "unknown model 'resnet'"},
+           {"inspect --model deep-mlp --steps -1", "--steps must be at least 0"},
+           {"inspect --model deep-mlp --every 0", "--every must be at least 1"},
+           {"inspect --model deep-mlp --precision fp33", "fp33"},
+           {"inspect --model deep-mlp --data x", "takes no --data"},
+           {"inspect --model deep-mlp --formats e3m2,,e2m1", "empty name"},
+           {"inspect --model deep-mlp --formats e9m30", "e9m30"}}) {
+    const CliResult bad = mixp(args + " --out '" + (dir_ / "bad").string() + "'");
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;
+  }
+}
+
+TEST_F(Cli, TrainsTheDeepMlpOnItsSyntheticRegression) {
+  const fs::path out = dir_ / "deep";
+  // AdamW moves every weight by about lr per step: the targets are about 1e-4, so lr is tiny.
+  const CliResult r = mixp(
+      "train --model deep-mlp --precision fp32 --steps 30 --lr 1e-5 "
+      "--eval-interval 1 --out '" +
+      out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string summary = slurp(out / "summary.json");
+  EXPECT_NE(summary.find("\"regression\""), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"bits_per_char\": null"), std::string::npos) << summary;
+  // The first evaluation (after one step) against the last: the error falls by more than half.
+  const size_t at = summary.find("\"loss\": ", summary.find("\"evals\""));
+  ASSERT_NE(at, std::string::npos) << summary;
+  const double first = std::strtod(summary.c_str() + at + 8, nullptr);
+  EXPECT_LT(json_number(summary, "final_eval_loss"), 0.5 * first) << summary;
+  EXPECT_NE(slurp(out / "loss.svg").find("mean squared error"), std::string::npos);
+}
+
 TEST_F(Cli, BadDataGetsAMessageNamingTheFileAndStatus2) {
   const fs::path images = dir_ / "idx";
   fs::create_directories(images);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -243,4 +244,23 @@ TEST(TextLoader, ReproducibleAndResumable) {
 }
 
 }  // namespace
+TEST(TinyGradientRegression, ShapesRangeAndDeterminism) {
+  const data::Regression a = data::make_tiny_gradient_regression(3, 100, 20);
+  EXPECT_EQ(a.train_x.shape(), (Shape{100, 16}));
+  EXPECT_EQ(a.train_y.shape(), (Shape{100, 8}));
+  EXPECT_EQ(a.test_x.shape(), (Shape{20, 16}));
+  EXPECT_EQ(a.test_y.shape(), (Shape{20, 8}));
+  double largest = 0;
+  for (double t : a.train_y.to_vector()) largest = std::max(largest, std::fabs(t));
+  EXPECT_LE(largest, 1e-4) << "1e-4 tanh(...)";
+  EXPECT_GT(largest, 1e-5);
+  // The training set does not depend on the test set's size; another seed differs.
+  const data::Regression b = data::make_tiny_gradient_regression(3, 100, 50);
+  EXPECT_EQ(a.train_x.to_vector(), b.train_x.to_vector());
+  EXPECT_EQ(a.train_y.to_vector(), b.train_y.to_vector());
+  EXPECT_NE(data::make_tiny_gradient_regression(4, 100, 20).train_x.to_vector(),
+            a.train_x.to_vector());
+  EXPECT_THROW(data::make_tiny_gradient_regression(3, 0, 20), Error);
+}
+
 }  // namespace mixp::data

@@ -84,6 +84,38 @@ TEST(Models, MlpNamesAndShapes) {
   EXPECT_EQ(m->task(), Task::classification);
 }
 
+TEST(Models, DeepMlpNamesShapesAndInitialScale) {
+  const ModelConfig config{.name = "deep-mlp", .layers = 3, .width = 32};
+  auto model = make_model(config, 5);
+  EXPECT_EQ(model->task(), Task::regression);
+  const auto named = model->named_parameters();
+  ASSERT_EQ(named.size(), 4u);
+  const std::vector<std::pair<std::string, Shape>> want = {{"fc1.weight", {32, kDeepMlpInputs}},
+                                                           {"fc2.weight", {32, 32}},
+                                                           {"fc3.weight", {32, 32}},
+                                                           {"fc4.weight", {kDeepMlpOutputs, 32}}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(named[i].first, want[i].first);
+    EXPECT_EQ(named[i].second->shape(), want[i].second) << want[i].first;
+  }
+  // Standard deviations 1/sqrt(fan_in) for the hidden layers and 1e-5 for the output, within
+  // four standard errors of a sample standard deviation (sigma / sqrt(2 n)).
+  const std::vector<double> stddev = {0.25, 1 / std::sqrt(32.0), 1 / std::sqrt(32.0), 1e-5};
+  for (size_t i = 0; i < named.size(); ++i) {
+    const std::vector<double> v = named[i].second->to_vector();
+    double sq = 0;
+    for (double x : v) sq += x * x;
+    const double s = std::sqrt(sq / double(v.size()));
+    EXPECT_NEAR(s, stddev[i], 4 * stddev[i] / std::sqrt(2.0 * double(v.size()))) << named[i].first;
+  }
+  const Tensor y = model->forward(ones({5, kDeepMlpInputs}));
+  EXPECT_EQ(y.shape(), (Shape{5, kDeepMlpOutputs}));
+  EXPECT_THROW(model->forward(ones({5, 15})), Error);
+  // The same seed gives the same model.
+  EXPECT_EQ(make_model(config, 5)->named_parameters()[3].second->to_vector(),
+            named[3].second->to_vector());
+}
+
 TEST(Models, CnnNamesShapesAndBuffers) {
   auto m = make_model({.name = "cnn"}, 0);
   expect_named_shapes(m->named_parameters(), {{"features.0.weight", {32, 1, 3, 3}},

@@ -74,4 +74,13 @@ int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.
 int run_compare_command(const TrainCommandOptions& options, std::FILE* out);
 
+/// mixp inspect: brief training, then the per-layer table to `out` and the inspect folder.
+struct InspectCommandOptions {
+  TrainCommandOptions train;  ///< model, data, precision, steps, batch, seed, shape, out
+  int64_t every = 10;         ///< training steps between collections
+  std::string formats;        ///< comma-separated formats to ask besides the standard four
+};
+void add_inspect_flags(CLI::App& command, InspectCommandOptions& options);
+int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);
+
 }  // namespace mixp::cli

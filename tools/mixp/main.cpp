@@ -68,6 +68,13 @@ int main_checked(int argc, char** argv) {
       "compare", "train the same model and seed under several presets; a table and a plot");
   mixp::cli::add_train_flags(*compare_cmd, compare, /*compare=*/true);
 
+  mixp::cli::InspectCommandOptions inspect;
+  CLI::App* inspect_cmd = app.add_subcommand(
+      "inspect",
+      "train briefly, then per layer: which activation gradients fp16 flushes, unscaled and at "
+      "the loss scale, and the safe loss scales; SVG histograms and JSON");
+  mixp::cli::add_inspect_flags(*inspect_cmd, inspect);
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -125,6 +132,7 @@ int main_checked(int argc, char** argv) {
     return mixp::cli::run_train_command(train, stdout);
   }
   if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
+  if (*inspect_cmd) return mixp::cli::run_inspect_command(inspect, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {

@@ -15,8 +15,8 @@
 namespace mixp::cli {
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
-  CLI::Option* model =
-      command.add_option("--model", o.model, "mlp, cnn (images), lstm or gpt (characters)");
+  CLI::Option* model = command.add_option(
+      "--model", o.model, "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
   if (compare) model->required();
   command.add_option("--data", o.data,
                      "a folder of IDX files (classifiers; default "
@@ -46,7 +46,9 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "steps between evaluations (default: every epoch for images, steps/5 for "
                      "text)");
   command.add_option("--log-interval", o.log_interval, "steps per metrics line (default 10)");
-  command.add_option("--layers", o.layers, "gpt blocks (default 6) or lstm layers (default 2)");
+  command.add_option("--layers", o.layers,
+                     "gpt blocks (default 6), lstm layers (default 2) or deep-mlp hidden layers "
+                     "(default 2)");
   command.add_option("--heads", o.heads, "gpt attention heads");
   command.add_option("--width", o.width,
                      "gpt embedding width (default 384) or lstm hidden size (default 256)");
@@ -84,6 +86,10 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
     c.model.layers = 2;
     c.model.width = 256;
     c.model.context = 128;
+  }
+  if (o.model == "deep-mlp") {  // the shape of the loss-scaling test (tests/amp/paper_test.cpp)
+    c.model.layers = 2;
+    c.model.width = 64;
   }
   if (o.layers) c.model.layers = *o.layers;
   if (o.heads) c.model.heads = *o.heads;

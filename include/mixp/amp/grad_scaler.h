@@ -20,8 +20,10 @@
 //   }
 //
 // Beyond PyTorch, all off by default: hysteresis (back off only after N overflow steps in a
-// row, as DeepSpeed), bounds on the scale, a static (constant) scale, and a log of every change
-// of the scale with the parameter whose gradient overflowed first.
+// row, as DeepSpeed), bounds on the scale, a static (constant) scale, a log of every change
+// of the scale with the parameter whose gradient overflowed first, and underflow-aware growth:
+// grow as soon as too many gradients would underflow fp16, not only every growth_interval
+// clean steps (GradScalerOptions::underflow_fraction).
 //
 // The scale-update rule itself is the pure function update_scale(), which the command
 // `mixp scaler-trace` runs as well.
@@ -67,6 +69,18 @@ struct GradScalerOptions {
   double max_scale = std::numeric_limits<double>::infinity();
   AtMinScale at_min_scale = AtMinScale::warn;
 
+  /// Underflow-aware growth; 0 (the default) turns it off. Every underflow_check_interval
+  /// steps, unscale() also counts the scaled gradient elements that fp16 would flush to zero
+  /// (|g| <= 2^-25, zeros included: in fp16 compute a flushed activation gradient reaches the
+  /// weight gradients as exact zeros) and notes the largest |g|. When more than this fraction
+  /// of them would flush and the step was clean, update() multiplies the scale by
+  /// growth_factor (ScaleChange::underflow_growth; the growth tracker restarts), unless the
+  /// grown scale would exceed max_scale, or reach the lowest scale that has overflowed so far,
+  /// or put the largest gradient, unscaled and then scaled by the grown scale, above fp16's max
+  /// (65504): never past the largest overflow-free scale it has evidence of. In [0, 1).
+  double underflow_fraction = 0.0;
+  int64_t underflow_check_interval = 1;  ///< steps between the counts; >= 1
+
   /// Throws mixp::Error naming the first bad option.
   void validate() const;
 };
@@ -80,16 +94,17 @@ struct ScaleState {
 
 /// What one application of the rule did. Append-only, explicit values.
 enum class ScaleChange : uint8_t {
-  none = 0,             ///< a clean step before the interval, or a static scaler
-  growth = 1,           ///< multiplied by growth_factor
-  growth_to_max = 2,    ///< grew, but only up to max_scale
-  growth_refused = 3,   ///< the interval was reached, but fp32(scale * growth) is inf or the
-                        ///< scale is at max_scale: unchanged (the tracker restarts)
-  backoff = 4,          ///< multiplied by backoff_factor
-  backoff_to_min = 5,   ///< fell, but only down to min_scale
-  backoff_refused = 6,  ///< an overflow asked to back off, but the scale is at min_scale
-  backoff_delayed = 7,  ///< an overflow within the hysteresis: unchanged
-  set_by_user = 8,      ///< GradScaler::update(new_scale)
+  none = 0,              ///< a clean step before the interval, or a static scaler
+  growth = 1,            ///< multiplied by growth_factor
+  growth_to_max = 2,     ///< grew, but only up to max_scale
+  growth_refused = 3,    ///< the interval was reached, but fp32(scale * growth) is inf or the
+                         ///< scale is at max_scale: unchanged (the tracker restarts)
+  backoff = 4,           ///< multiplied by backoff_factor
+  backoff_to_min = 5,    ///< fell, but only down to min_scale
+  backoff_refused = 6,   ///< an overflow asked to back off, but the scale is at min_scale
+  backoff_delayed = 7,   ///< an overflow within the hysteresis: unchanged
+  set_by_user = 8,       ///< GradScaler::update(new_scale)
+  underflow_growth = 9,  ///< multiplied by growth_factor: too many gradients would underflow
 };
 const char* name_of(ScaleChange change);
 
@@ -165,9 +180,10 @@ class GradScaler {
 
   /// PyTorch's state_dict: "scale", "growth_factor", "backoff_factor", "growth_interval",
   /// "_growth_tracker", plus mixp's "_consecutive_overflows" and "_steps" (PyTorch ignores
-  /// them). Empty when disabled, as PyTorch.
+  /// them), and "_overflow_ceiling" with underflow-aware growth on (when finite). Empty when
+  /// disabled, as PyTorch.
   std::map<std::string, double> state() const;
-  /// Restores a state() (PyTorch's five keys are required, mixp's two are optional). Throws
+  /// Restores a state() (PyTorch's five keys are required, mixp's are optional). Throws
   /// mixp::Error naming a missing or bad key, leaving the scaler unchanged.
   void load_state(const std::map<std::string, double>& state);
 
@@ -182,7 +198,11 @@ class GradScaler {
     Stage stage;
     bool found_inf;
     std::optional<NonFiniteSource> first_non_finite;
+    int64_t flushable = 0;  // underflow-aware growth: elements fp16 would flush, of `counted`
+    int64_t counted = 0;
+    double max_abs = 0.0;  // the largest scaled |g| counted
   };
+  bool underflow_check_due() const;
   PerOptimizer* find(const optim::Optimizer& optimizer);
   void record_change(float old_scale, ScaleChange reason,
                      const std::optional<NonFiniteSource>& source);
@@ -194,6 +214,8 @@ class GradScaler {
   std::vector<ScaleChangeRecord> log_;
   std::function<void(const std::string&)> warn_;
   bool warned_ = false;
+  // Underflow-aware growth stays below the lowest scale that overflowed.
+  float overflow_ceiling_ = std::numeric_limits<float>::infinity();
 };
 
 }  // namespace mixp::amp

@@ -150,4 +150,18 @@ class TextLoader {
   LoaderState state_;
 };
 
+/// The regression of the deep-mlp model (mixp/nn/models.h), after the loss-scaling finding of
+/// Micikevicius et al. 2018: inputs x ~ N(0, 1) [n, 16] and targets 1e-4 * tanh(x T^T) [n, 8]
+/// for a teacher T ~ N(0, 0.25^2) [8, 16], all f32. The targets are so small that the gradient
+/// of their mean squared error, 2 (y - t) / (8 n), is about 1e-8 for n = 4096: below fp16's
+/// smallest subnormal, 2^-24. Drawn from Philox (seed, kRegressionStream): the teacher, then
+/// the training inputs, then the test inputs, so the training set does not depend on n_test.
+struct Regression {
+  Tensor train_x, train_y;  ///< f32 [n_train, 16], [n_train, 8]
+  Tensor test_x, test_y;    ///< f32 [n_test, 16], [n_test, 8]
+};
+inline constexpr uint64_t kRegressionStream = 0x7e5;
+Regression make_tiny_gradient_regression(uint64_t seed, int64_t n_train = 4096,
+                                         int64_t n_test = 1024);
+
 }  // namespace mixp::data

@@ -6,6 +6,13 @@
 // <line>s), so a reader can count the curves. Non-finite points break a curve's line (the path
 // moves on to the next finite point) and do not affect the axis ranges.
 //
+// And the histogram of log2 magnitudes in the form of Micikevicius et al. 2018, Fig. 3: one bar
+// per binade [2^e, 2^(e+1)) (its height the fraction of the non-zero values in it), over shaded
+// regions of a format's range: the values that become zero (|x| <= s/2, the smallest subnormal
+// halved), the subnormals, the normal range and the overflow; with a loss scale 2^k, dashed lines
+// where those bounds move (to 2^-k times them: a scale shifts the values right by k binades).
+// Every bar is one <rect class="bar">.
+//
 // Example:
 //
 //   mixp::diag::Curve train{.label = "train", .x = {1, 2, 3}, .y = {2.3, 1.1, 0.7}};
@@ -15,6 +22,8 @@
 
 #include <string>
 #include <vector>
+
+#include "mixp/format.h"
 
 namespace mixp::diag {
 
@@ -36,6 +45,20 @@ std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& o
 /// Writes line_plot_svg(...) to `path` atomically.
 void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
                      const PlotOptions& options);
+
+struct Log2Histogram {
+  std::string title{};
+  std::vector<int> exponents{};     ///< the binade of each bar, ascending
+  std::vector<double> fractions{};  ///< of the non-zero values, one per bar
+  double zero_fraction = 0.0;       ///< of all values: exact zeros (shown in the caption)
+  Format format = Format::fp16();   ///< whose range is marked
+  double loss_scale = 1.0;          ///< a power of two; 1: no dashed lines
+};
+
+/// The SVG text of the histogram plot. Throws mixp::Error when the lengths differ, a fraction
+/// is negative, or loss_scale is not a power of two.
+std::string log2_histogram_svg(const Log2Histogram& histogram, int width = 900, int height = 480);
+void write_log2_histogram(const std::string& path, const Log2Histogram& histogram);
 
 /// "Nice" tick positions covering [low, high]: about `target` of them, each a multiple of 1, 2
 /// or 5 times a power of ten.

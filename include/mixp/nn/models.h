@@ -7,6 +7,12 @@
 //   gpt   a character language model in nanoGPT's shape (pre-norm transformer blocks, GPT-2
 //         init, tied embeddings); the default is shakespeare-char's: 6 layers, 6 heads, 384
 //         wide, context 256
+//   deep-mlp  the narrow tanh perceptron of Micikevicius et al.'s underflow finding, on the
+//         regression of data::make_tiny_gradient_regression: 16 inputs, `layers` hidden tanh
+//         layers of `width` (the CLI's default: 2 of 64), 8 outputs, no biases; hidden weights
+//         N(0, 1 / fan_in), output weights N(0, 1e-5^2). Its gradients are so small that fp16
+//         flushes more than 99% of them to zero without loss scaling (tests/amp/paper_test.cpp,
+//         `mixp inspect --model deep-mlp --precision amp-fp16`).
 //
 // Example:
 //
@@ -23,6 +29,7 @@
 //         classifier.2.{weight,bias}; buffers features.{1,5}.{running_mean,running_var,
 //         num_batches_tracked}
 //   lstm  embedding.weight, lstm.{weight_ih,weight_hh,bias_ih,bias_hh}_l{k}, head.{weight,bias}
+//   deep-mlp  fc1.weight, ..., fc{layers + 1}.weight (the last is the output layer)
 //   gpt   nanoGPT's: transformer.wte.weight, transformer.wpe.weight,
 //         transformer.h.{i}.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.{weight,bias},
 //         transformer.ln_f.{weight,bias}. lm_head is tied to transformer.wte.weight and, as in
@@ -38,16 +45,20 @@
 
 namespace mixp::nn {
 
-enum class Task { classification, language_model };
+enum class Task { classification, language_model, regression };
+
+/// deep-mlp's inputs and outputs (those of data::make_tiny_gradient_regression).
+inline constexpr int64_t kDeepMlpInputs = 16;
+inline constexpr int64_t kDeepMlpOutputs = 8;
 
 struct ModelConfig {
-  std::string name = "cnn";  ///< mlp, cnn, lstm or gpt
+  std::string name = "cnn";  ///< mlp, cnn, lstm, gpt or deep-mlp
   int64_t classes = 10;      ///< classifiers
   int64_t image_size = 28;   ///< classifiers: square single-channel images
   int64_t vocab = 65;        ///< language models
-  int layers = 6;            ///< gpt blocks, lstm layers
+  int layers = 6;            ///< gpt blocks, lstm layers, deep-mlp hidden layers
   int heads = 6;             ///< gpt
-  int64_t width = 384;       ///< gpt embedding width, lstm hidden size
+  int64_t width = 384;       ///< gpt embedding width, lstm hidden size, deep-mlp hidden width
   int64_t context = 256;     ///< language models: the longest sequence
   /// gpt: after the embeddings and on both residual branches (nanoGPT's drop, resid_dropout and
   /// mlp dropout); lstm: on the embeddings and on the LSTM's output. In [0, 1).
@@ -57,7 +68,7 @@ struct ModelConfig {
 class Model : public UnaryModule {
  public:
   /// Classifiers: x f32 [N, 1, H, W] -> logits [N, classes]. Language models: tokens i64
-  /// [B, T] -> logits [B, T, vocab].
+  /// [B, T] -> logits [B, T, vocab]. deep-mlp: x f32 [N, 16] -> [N, 8].
   Tensor forward(const Tensor& x) override = 0;
   virtual Task task() const = 0;
   virtual const ModelConfig& config() const = 0;

@@ -11,6 +11,13 @@
 // Philox{seed 0}. UnaryModule is a module whose forward maps one tensor to one: what Sequential
 // holds and what Model is.
 //
+// Forward hooks (diagnostics, mixp/diag/collector.h): a layer with parameters of its own
+// (Linear, Conv2d, Embedding, LayerNorm, BatchNorm2d, LSTM) ends its forward() by passing its
+// output through run_forward_hooks(), which calls each hook in the order added and returns
+// what the last one returned: the output itself, or an alias of it such as
+// autograd::with_gradient_hook(output, ...) to see the gradient with respect to the output.
+// Containers (Sequential, the models, the transformer block) run none: hook their layers.
+//
 // Example:
 //
 //   mixp::nn::Linear fc(mixp::nn::LinearOptions(784, 10));
@@ -19,6 +26,8 @@
 //   mixp::Tensor y = fc.forward(x);
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,6 +61,20 @@ class Module {
   /// The module's name in PyTorch's print style, with its options, and its children's.
   virtual std::string pretty_print(int indent = 0) const;
 
+  /// This module (named "") and every module below it, by dotted name, depth first in
+  /// registration order, as PyTorch's named_modules().
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  /// The names of this module's own parameters (not its children's): "weight", "bias", ...
+  std::vector<std::string> own_parameter_names() const;
+
+  /// Receives the module and its output; returns what forward() returns instead (the output,
+  /// or an alias of it of the same shape and dtype).
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& output)>;
+  /// Adds a forward hook (see the top of this file); returns the id remove_forward_hook takes.
+  int64_t add_forward_hook(ForwardHook hook);
+  /// Removes the hook `id`; an id that is not there is ignored (already removed).
+  void remove_forward_hook(int64_t id);
+
  protected:
   /// Registers a parameter (made a leaf that requires grad, tagged MemoryTag::parameter).
   Tensor& register_parameter(const std::string& name, Tensor value);
@@ -61,6 +84,8 @@ class Module {
     children_.emplace_back(name, module);
     return module;
   }
+  /// The end of a layer's forward(): `output` through the forward hooks.
+  Tensor run_forward_hooks(Tensor output);
   /// True for LayerNorm and BatchNorm2d.
   virtual bool is_norm() const { return false; }
   virtual std::string type_name() const = 0;
@@ -74,12 +99,15 @@ class Module {
                           std::vector<bool>* norms);
   void collect_buffers(const std::string& prefix,
                        std::vector<std::pair<std::string, Tensor*>>& out);
+  void collect_modules(const std::string& name, std::vector<std::pair<std::string, Module*>>& out);
 
   // unique_ptr keeps each Tensor at a fixed address while more are registered.
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::vector<std::pair<int64_t, ForwardHook>> forward_hooks_;
+  int64_t next_hook_id_ = 0;
 };
 
 /// A module with one tensor in and one tensor out.

@@ -11,6 +11,8 @@
 //                     reads the environment variable MIXP_KJV); random windows of `context`
 //                     characters from the first 90%, evaluated on 20 fixed windows of the last
 //                     10%. An epoch of text is train_tokens / (batch * context) steps.
+//   deep-mlp          synthetic: data::make_tiny_gradient_regression(seed), 4096 training
+//                     samples in one full batch by default, evaluated on its 1024 test samples.
 // A missing data set is a mixp::Error saying how to get it. Everything else is train().
 //
 // Example:
@@ -39,7 +41,8 @@ struct RunConfig {
 
 /// The task of a built-in model name; throws mixp::Error listing the names otherwise.
 nn::Task task_of(const std::string& model_name);
-/// The data a run of `model_name` reads when RunConfig::data is empty.
+/// The data a run of `model_name` reads when RunConfig::data is empty ("" for deep-mlp, whose
+/// data is synthetic).
 std::string default_data_path(const std::string& model_name);
 
 /// The config as JSON text (what checkpoints store as "config"), and back; the latter throws
@@ -52,6 +55,14 @@ RunConfig run_config_from_json(const std::string& text);
 /// `skipped`; throws mixp::Error when none is usable.
 RunConfig resume_config(const std::string& dir,
                         const std::function<void(const std::string&)>& skipped = {});
+
+/// What run_train(config) trains: its options (steps resolved, the config stored) and a fresh
+/// model and data. For callers that add to the run, such as `mixp inspect`'s hooks.
+struct PreparedRun {
+  TrainOptions options;
+  RunInputs inputs;
+};
+PreparedRun prepare_run(const RunConfig& config);
 
 /// Trains config.model on config.data under config.train (see train()); stores
 /// run_config_json(config) in its checkpoints unless config.train.config is set.

@@ -84,8 +84,11 @@ class TrainModel {
  public:
   virtual ~TrainModel() = default;
   /// Classifiers: x f32 [N, 1, H, W] -> logits [N, classes]; language models: tokens i64
-  /// [B, T] -> logits [B, T, vocab].
+  /// [B, T] -> logits [B, T, vocab]; regression: [N, features] -> [N, outputs].
   virtual Tensor forward(const Tensor& x) = 0;
+  /// The module behind the model, for diagnostics that hook its layers; nullptr (the default)
+  /// for a model that is not an nn::Module.
+  virtual nn::Module* module() { return nullptr; }
   virtual nn::Task task() const = 0;
   /// The parameters, by name; the trainer replaces them through the pointers with the
   /// preset's copies (bf16 and fp16 presets).
@@ -137,6 +140,13 @@ enum class OnNonFinite : uint8_t {
 /// "stop" or "skip", and back (throws mixp::Error for other names).
 const char* name_of(OnNonFinite policy);
 OnNonFinite parse_on_nonfinite(const std::string& name);
+/// Calls into each training step, for diagnostics (mixp/diag/collector.h): `step` counts the
+/// steps done before this one, from 0; `scale` is the loss scale the step uses (1 without
+/// scaling), so the gradients seen after backward are the true ones times `scale`.
+struct StepHooks {
+  std::function<void(int64_t step, double scale)> before_forward{};  ///< before the forward pass
+  std::function<void(int64_t step, double scale)> after_backward{};  ///< before unscaling
+};
 
 struct TrainOptions {
   std::string model_name = "model";  ///< for the summary and the log
@@ -173,6 +183,7 @@ struct TrainOptions {
   /// scale, if any). The tests inject non-finite gradients with it.
   std::function<void(int64_t step, const std::vector<std::pair<std::string, Tensor*>>& parameters)>
       on_gradients{};
+  StepHooks hooks{};
 };
 
 struct StepMetrics {
@@ -213,6 +224,11 @@ struct TrainResult {
   int64_t resumed_from = 0;     ///< the step of the checkpoint resumed, 0 when none
   std::string last_checkpoint;  ///< the path of the last checkpoint written, if any
 };
+
+/// The loss the trainer minimizes: classifiers and language models the mean cross entropy of
+/// logits [N, C] against labels [N] (or [B, T, V] against [B, T]); regression (deep-mlp) the
+/// mean squared error of the output, in f32, against f32 targets of its shape.
+Tensor task_loss(const Tensor& output, const Tensor& targets, nn::Task task);
 
 /// Trains `model` on `data` under options. Throws mixp::Error for bad options (an unknown
 /// preset, no steps for data without epochs) and for what the ops and files report.
