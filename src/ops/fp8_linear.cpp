@@ -29,19 +29,49 @@ Tensor transpose_last2(const Tensor& t) {
                              : empty({cols, rows}, DType::f32, MemoryTag::workspace);
   const float* s = src.data<float>();
   float* o = out.data<float>();
-  kernels::parallel_for(batch * cols, std::max<int64_t>(1, 16384 / std::max<int64_t>(rows, 1)),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t bc = begin; bc < end; ++bc) {
-                            const int64_t b = bc / cols, c = bc % cols;
-                            const float* sb = s + b * rows * cols;
-                            float* ob = o + (b * cols + c) * rows;
-                            for (int64_t r = 0; r < rows; ++r) ob[r] = sb[r * cols + c];
-                          }
-                        });
+  // 32x32 tiles: both the reads and the writes stay within a few cache lines per row.
+  constexpr int64_t kTile = 32;
+  const int64_t tr = (rows + kTile - 1) / kTile, tc = (cols + kTile - 1) / kTile;
+  kernels::parallel_for(batch * tr * tc, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / (tr * tc), r0 = t / tc % tr * kTile, c0 = t % tc * kTile;
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      const float* sb = s + b * rows * cols;
+      float* ob = o + b * rows * cols;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) ob[c * rows + r] = sb[r * cols + c];
+    }
+  });
   return out;
 }
 
 namespace {
+
+bool per_tensor(amp::Fp8Scaling s) {
+  return s == amp::Fp8Scaling::delayed || s == amp::Fp8Scaling::current ||
+         s == amp::Fp8Scaling::none;
+}
+
+// A per-tensor quantization of x^T is the transpose of x's codes (one scale for both), so
+// backward transposes bytes instead of quantizing again.
+amp::Fp8Tensor transposed_codes(const amp::Fp8Tensor& q) {
+  const int64_t rows = q.data.size(0), cols = q.data.size(1);
+  amp::Fp8Tensor t = q;
+  t.data = empty({cols, rows}, q.data.dtype(), MemoryTag::workspace);
+  const uint8_t* s = static_cast<const uint8_t*>(q.data.raw_data());
+  uint8_t* o = static_cast<uint8_t*>(t.data.raw_data());
+  constexpr int64_t kTile = 64;
+  const int64_t tr = (rows + kTile - 1) / kTile, tc = (cols + kTile - 1) / kTile;
+  kernels::parallel_for(tr * tc, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t r0 = tile / tc * kTile, c0 = tile % tc * kTile;
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) o[c * rows + r] = s[r * cols + c];
+    }
+  });
+  return t;
+}
 
 constexpr amp::Fp8Role kLinearRoles[] = {amp::Fp8Role::input, amp::Fp8Role::weight,
                                          amp::Fp8Role::gradient};
@@ -67,6 +97,7 @@ struct Fp8LinearBackward : autograd::Node {
   std::shared_ptr<amp::Fp8State::Site> site;
   amp::Fp8Recipe recipe;
   float x_scale = 1.0f, w_scale = 1.0f;  // the forward's scales (delayed scaling)
+  amp::Fp8Tensor qx, qw;                 // the forward's codes, kept for per-tensor scaling
   DType bias_dtype = DType::f32;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor xv = x.get(), wv = weight.get();
@@ -80,18 +111,24 @@ struct Fp8LinearBackward : autograd::Node {
     Tensor g = grads[0].reshape({rows, out});
     if (g.dtype() != DType::f32 && g.dtype() != DType::bf16) g = g.to(DType::f32);
     Tensor dx, dw, db;
+    const amp::Fp8Tensor qg = amp::quantize(g, gdt, act, gmeta.scale);
+    gmeta.record(qg.amax);
     if (next[0].node) {
-      const amp::Fp8Tensor qg = amp::quantize(g, gdt, act, gmeta.scale);
-      gmeta.record(qg.amax);
-      const amp::Fp8Tensor qwt = amp::quantize(transpose_last2(wv), wdt, recipe.scaling, w_scale);
+      const amp::Fp8Tensor qwt = per_tensor(recipe.scaling)
+                                     ? transposed_codes(qw)
+                                     : amp::quantize(transpose_last2(wv), wdt, recipe.scaling,
+                                                     w_scale);
       dx = amp::fp8_gemm(qg, qwt).view(xv.shape());
       if (dx.dtype() != xv.dtype()) dx = dx.to(xv.dtype());
     }
     if (next[1].node) {
-      const amp::Fp8Tensor qgt = amp::quantize(transpose_last2(g), gdt, act, gmeta.scale);
-      if (!next[0].node) gmeta.record(qgt.amax);
+      const amp::Fp8Tensor qgt = per_tensor(recipe.scaling)
+                                     ? transposed_codes(qg)
+                                     : amp::quantize(transpose_last2(g), gdt, act, gmeta.scale);
       const amp::Fp8Tensor qxt =
-          amp::quantize(transpose_last2(xv.reshape({rows, in})), xdt, act, x_scale);
+          per_tensor(recipe.scaling)
+              ? transposed_codes(qx)
+              : amp::quantize(transpose_last2(xv.reshape({rows, in})), xdt, act, x_scale);
       dw = amp::fp8_gemm(qgt, qxt);
       if (dw.dtype() != wv.dtype()) dw = dw.to(wv.dtype());
     }
@@ -103,6 +140,8 @@ struct Fp8LinearBackward : autograd::Node {
     x.reset();
     weight.reset();
     site.reset();
+    qx = amp::Fp8Tensor();
+    qw = amp::Fp8Tensor();
   }
 };
 
@@ -142,13 +181,14 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   amp::Fp8Meta &xmeta = site->metas[0], &wmeta = site->metas[1];
   const float x_scale = xmeta.scale, w_scale = wmeta.scale;
   Tensor y;
+  amp::Fp8Tensor qx, qw;
   {
     NoGradGuard no_grad;
-    const amp::Fp8Tensor qx =
+    qx =
         amp::quantize(x.reshape({rows, in}), amp::fp8_dtype(recipe.format, amp::Fp8Role::input),
                       activation_scaling(recipe.scaling), x_scale);
     if (record) xmeta.record(qx.amax);
-    const amp::Fp8Tensor qw = state.cached_weight(weight, false, wmeta, record);
+    qw = state.cached_weight(weight, false, wmeta, record);
     std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
     dims.back() = n_out;
     y = add_bias_and_round(amp::fp8_gemm(qx, qw), bias, out).view(Shape(dims));
@@ -162,6 +202,10 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
     node->recipe = recipe;
     node->x_scale = x_scale;
     node->w_scale = w_scale;
+    if (per_tensor(recipe.scaling)) {
+      node->qx = qx;
+      node->qw = qw;
+    }
     if (bias.defined()) node->bias_dtype = bias.dtype();
     autograd::set_history(y, node);
   }

@@ -129,23 +129,29 @@ void fp8_scale_fast(const float* x, int64_t n, DType fp8, float scale, uint8_t* 
 void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
                           uint8_t* codes) {
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
+  // Per row: the block codes, then x * 2^-e for the whole row (the reference's one fp32
+  // multiply) and one conversion with scale 1, which rounds it as the reference does.
   parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
                [&](int64_t begin, int64_t end) {
+                 std::vector<float> scaled(static_cast<size_t>(cols));
                  for (int64_t r = begin; r < end; ++r) {
+                   const float* xr = x + r * cols;
+                   uint8_t* cr = codes + r * nb;
                    for (int64_t b = 0; b < nb; ++b) {
-                     const int64_t j0 = b * kMxBlock, len = std::min(cols, j0 + kMxBlock) - j0;
-                     const float* xb = x + r * cols + j0;
-                     uint8_t* qb = q + r * cols + j0;
-                     bool special = false;
-                     for (int64_t j = 0; j < len; ++j) special |= !std::isfinite(xb[j]);
+                     const int64_t j0 = b * kMxBlock, j1 = std::min(cols, j0 + kMxBlock);
+                     // span_amax is NaN with a NaN and infinite with an infinity: a NaN scale.
+                     const float amax = span_amax(xr + j0, j1 - j0);
                      const uint8_t code =
-                         special ? uint8_t(0xFF) : amp::mx_scale_code(span_amax(xb, len), fp8);
-                     codes[r * nb + b] = code;
-                     if (code == 0xFF) {
-                       std::fill(qb, qb + len, uint8_t(0x7F));
-                     } else {
-                       encode_span(xb, len, fp8, std::ldexp(1.0f, 127 - int(code)), qb);
-                     }
+                         std::isfinite(amax) ? amp::mx_scale_code(amax, fp8) : uint8_t(0xFF);
+                     cr[b] = code;
+                     const float inverse = code == 0xFF ? 1.0f : std::ldexp(1.0f, 127 - int(code));
+                     for (int64_t j = j0; j < j1; ++j) scaled[size_t(j)] = xr[j] * inverse;
+                   }
+                   encode_span(scaled.data(), cols, fp8, 1.0f, q + r * cols);
+                   for (int64_t b = 0; b < nb; ++b) {
+                     if (cr[b] != 0xFF) continue;
+                     const int64_t j0 = b * kMxBlock, j1 = std::min(cols, j0 + kMxBlock);
+                     std::fill(q + r * cols + j0, q + r * cols + j1, uint8_t(0x7F));
                    }
                  }
                });
