@@ -25,18 +25,6 @@ thread_local Fp8ThreadState t_fp8;
 float kind_code(const std::string& kind) { return kind == "attention" ? 1.0f : 0.0f; }
 std::string kind_name(float code) { return code == 1.0f ? "attention" : "linear"; }
 
-// [rows, cols] -> [cols, rows], f32.
-Tensor transposed_copy(const Tensor& w) {
-  const Tensor src = w.dtype() == DType::f32 ? w : w.to(DType::f32);
-  const int64_t rows = src.size(0), cols = src.size(1);
-  Tensor out = empty({cols, rows}, DType::f32, MemoryTag::workspace);
-  const float* s = src.data<float>();
-  float* o = out.data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) o[c * rows + r] = s[r * cols + c];
-  return out;
-}
-
 }  // namespace
 
 namespace detail {
@@ -103,9 +91,8 @@ std::shared_ptr<Fp8State::Site> Fp8State::site(size_t index, const std::string& 
   return s;
 }
 
-Fp8Tensor Fp8State::cached_weight(const Tensor& weight, bool transposed, Fp8Meta& meta,
-                                  bool record) {
-  const auto key = std::make_pair(weight.impl(), transposed);
+Fp8Tensor Fp8State::cached_weight(const Tensor& weight, Fp8Meta& meta, bool record) {
+  const TensorImpl* key = weight.impl();
   auto it = weights_.find(key);
   if (it != weights_.end() && !it->second.source.expired() &&
       it->second.version == weight.version()) {
@@ -117,9 +104,8 @@ Fp8Tensor Fp8State::cached_weight(const Tensor& weight, bool transposed, Fp8Meta
   }
   MIXP_CHECK(weight.ndim() == 2, "FP8: a weight must be 2-D, got ", weight.shape().to_string());
   NoGradGuard no_grad;
-  const Tensor src = transposed ? transposed_copy(weight) : weight;
-  const Fp8Scaling scaling = recipe_.scaling;
-  Fp8Tensor q = quantize(src, fp8_dtype(recipe_.format, Fp8Role::weight), scaling, meta.scale);
+  Fp8Tensor q =
+      quantize(weight, fp8_dtype(recipe_.format, Fp8Role::weight), recipe_.scaling, meta.scale);
   if (record) meta.record(q.amax);
   CachedWeight entry;
   entry.source = weight.impl_ptr();

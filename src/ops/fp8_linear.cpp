@@ -188,7 +188,7 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
         amp::quantize(x.reshape({rows, in}), amp::fp8_dtype(recipe.format, amp::Fp8Role::input),
                       activation_scaling(recipe.scaling), x_scale);
     if (record) xmeta.record(qx.amax);
-    qw = state.cached_weight(weight, false, wmeta, record);
+    qw = state.cached_weight(weight, wmeta, record);
     std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
     dims.back() = n_out;
     y = add_bias_and_round(amp::fp8_gemm(qx, qw), bias, out).view(Shape(dims));

@@ -211,8 +211,8 @@ TEST(Fp8State, TheWeightIsQuantizedOncePerStep) {
     amp::Fp8Autocast scope(state);
     ops::linear(x, w);
     std::vector<amp::Fp8Meta>& m = state.metas(0);
-    first = state.cached_weight(w, false, m[1], true);
-    again = state.cached_weight(w, false, m[1], true);
+    first = state.cached_weight(w, m[1], true);
+    again = state.cached_weight(w, m[1], true);
   }
   EXPECT_EQ(first.data.raw_data(), again.data.raw_data());  // the same quantization
   {
@@ -220,10 +220,10 @@ TEST(Fp8State, TheWeightIsQuantizedOncePerStep) {
     w.copy_(ops::mul_scalar(w, 2.0));  // an optimizer step: a new version, quantized again
   }
   amp::Fp8Autocast scope(state);
-  const amp::Fp8Tensor changed = state.cached_weight(w, false, state.metas(0)[1], true);
+  const amp::Fp8Tensor changed = state.cached_weight(w, state.metas(0)[1], true);
   EXPECT_NE(changed.data.raw_data(), first.data.raw_data());
   state.update();
-  const amp::Fp8Tensor after = state.cached_weight(w, false, state.metas(0)[1], true);
+  const amp::Fp8Tensor after = state.cached_weight(w, state.metas(0)[1], true);
   EXPECT_NE(after.data.raw_data(), changed.data.raw_data());
 }
 

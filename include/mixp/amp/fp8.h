@@ -22,13 +22,14 @@
 // bf16, a bf16 GEMM accumulates in fp32, and the fp32 result is multiplied by the product of the
 // operands' scale_inv. The layout is always C[m, n] = A[m, k] B[n, k]^T with the scaling blocks of
 // both operands along k, the reduction dimension, so each operand is quantized in the layout its
-// GEMM reads (a tensor used along both of its dimensions, as a weight is in forward and
-// backward, is quantized twice: TE's "rowwise" and "columnwise" copies).
+// GEMM reads. A tensor used along both of its dimensions (a weight in forward and backward)
+// needs both layouts, TE's "rowwise" and "columnwise" copies: under per-tensor scaling the second
+// is the first's codes transposed; the block scalings quantize the transposed tensor again.
 //   per tensor (delayed, current, none): the widening is exact; the output is scaled by
 //     scale_inv_a * scale_inv_b once.
 //   mxfp8: each 32-block's E8M0 scale 2^e is applied while widening: fp8 * 2^e is exact in bf16
-//     while it stays inside bf16's range (bf16 has fp32's exponent range; only blocks scaled
-//     below 2^-126 round, as bf16 subnormals), so no output scaling is left.
+//     while it stays a bf16 normal number (bf16 has fp32's exponent range; only values below
+//     2^-126 may round, as bf16 subnormals), so no output scaling is left.
 //   per block with fp32 scales (1x128, 128x128): an fp32 scale is not a power of two, so it
 //     cannot be folded into bf16 exactly. The product is split along k into 128-chunks: one bf16
 //     GEMM per chunk on the exact widened values, each partial result multiplied by its rows' and
@@ -192,9 +193,10 @@ class Fp8State {
   /// kind. Used by the FP8 ops.
   std::shared_ptr<Site> site(size_t index, const std::string& kind,
                              std::span<const Fp8Role> roles);
-  /// The quantization of an f32 parameter for this step in the given layout (transposed or not),
-  /// made once per (parameter, version, layout) until update(). Used by the FP8 linear.
-  Fp8Tensor cached_weight(const Tensor& weight, bool transposed, Fp8Meta& meta, bool record);
+  /// The quantization of a 2-D parameter for this step with `meta`'s scale, made once per
+  /// (parameter, version) until update(); its amax is recorded into `meta` once per step when
+  /// `record`. Used by the FP8 linear.
+  Fp8Tensor cached_weight(const Tensor& weight, Fp8Meta& meta, bool record);
 
  private:
   struct CachedWeight {
@@ -205,7 +207,7 @@ class Fp8State {
   };
   Fp8Recipe recipe_;
   std::vector<std::shared_ptr<Site>> sites_;
-  std::map<std::pair<const TensorImpl*, bool>, CachedWeight> weights_;
+  std::map<const TensorImpl*, CachedWeight> weights_;
 };
 
 /// A thread-local RAII scope: while the innermost enabled one lives, ops::linear and
