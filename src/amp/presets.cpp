@@ -13,6 +13,18 @@ constexpr Preset kPresets[] = {
     {"bf16", DType::bf16, DType::bf16, Precision::master_fp32, LossScaling::none},
     {"fp16", DType::f16, DType::f16, Precision::master_fp32, LossScaling::dynamic},
     {"bf16-sr", DType::bf16, DType::bf16, Precision::stochastic_rounding, LossScaling::none},
+    {"fp8", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none,
+     Fp8Recipe{.scaling = Fp8Scaling::delayed, .format = Fp8Format::hybrid}},
+    {"fp8-current", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none,
+     Fp8Recipe{.scaling = Fp8Scaling::current, .format = Fp8Format::hybrid}},
+    // E4M3 for gradients too, as Transformer Engine's MXFP8BlockScaling: with a scale per 32
+    // elements, E5M2's range is not needed and E4M3's extra mantissa bit is kept.
+    {"mxfp8", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none,
+     Fp8Recipe{.scaling = Fp8Scaling::mxfp8, .format = Fp8Format::e4m3}},
+    {"fp8-block", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none,
+     Fp8Recipe{.scaling = Fp8Scaling::block_128x128, .format = Fp8Format::e4m3}},
+    {"fp8-e4m3-noscale", DType::f32, DType::bf16, Precision::master_fp32, LossScaling::none,
+     Fp8Recipe{.scaling = Fp8Scaling::none, .format = Fp8Format::e4m3}},
 };
 
 }  // namespace
@@ -53,6 +65,10 @@ std::vector<Tensor> Preset::cast_parameters(const std::vector<Tensor>& parameter
 
 Autocast Preset::autocast() const {
   return Autocast(compute_dtype.value_or(DType::bf16), compute_dtype.has_value());
+}
+
+std::unique_ptr<Fp8State> Preset::make_fp8_state() const {
+  return fp8 ? std::make_unique<Fp8State>(*fp8) : nullptr;
 }
 
 GradScaler Preset::make_scaler(GradScalerOptions options) const {

@@ -3,6 +3,8 @@
 // mixp/amp/autocast.h, with the rest of mixed precision.
 #include "mixp/amp/autocast.h"
 
+#include "autograd/autocast_internal.h"
+
 #include <array>
 #include <map>
 #include <memory>
@@ -194,5 +196,7 @@ WeightCacheStats weight_cache_stats() {
 }
 
 uint64_t policy_calls(OpKind kind) { return t_state.calls[size_t(kind)]; }
+
+int detail::autocast_suspended() { return t_state.suspended; }
 
 }  // namespace mixp::amp

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/autocast_internal.h"
 #include "mixp/amp/autocast.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
@@ -176,6 +177,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   NoGradGuard no_grad;
   // Backward computes in the dtypes the forward saved; a scope around backward() changes none.
   amp::Autocast no_autocast(amp::autocast_dtype(), /*enabled=*/false);
+  amp::detail::Fp8Suspend no_fp8;
 
   // Every node reachable from the roots, and how many edges lead into each.
   std::unordered_map<Node*, std::shared_ptr<Node>> nodes;

@@ -4,6 +4,8 @@
 // Shape contract: x [..., in]; weight [out, in]; bias [out] or undefined; all the same dtype;
 // the result is [..., out].
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation).
+// Under an enabled amp::Fp8Autocast scope the products run in FP8 instead (fp8_linear.cpp).
+#include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
 #include "ops/op_helpers.h"
 
@@ -41,6 +43,9 @@ struct LinearBackward : autograd::Node {
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               std::optional<DType> out_dtype) {
+  if (amp::Fp8State* fp8 = amp::fp8_active()) {
+    return detail::fp8_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
+  }
   const auto cast = amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating("linear", x, "input");

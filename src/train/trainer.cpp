@@ -105,7 +105,8 @@ class ProgressDisplay {
   bool drawn_ = false;
 };
 
-EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset, int64_t step) {
+EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset,
+                     amp::Fp8State* fp8, int64_t step) {
   model.set_training(false);
   double loss_sum = 0.0;
   int64_t count = 0, correct = 0;
@@ -115,6 +116,8 @@ EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& pre
       Tensor logits, loss;
       {
         auto scope = preset.autocast();
+        std::optional<amp::Fp8Autocast> fp8_scope;
+        if (fp8) fp8_scope.emplace(*fp8);
         logits = model.forward(batch.x);
         loss = task_loss(logits, batch.y, model.task());
       }
@@ -284,6 +287,8 @@ std::string summary_json(const TrainResult& result) {
 
 TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   const amp::Preset& preset = amp::preset(o.precision);
+  // The FP8 presets' amax histories and scales: updated after every step, part of a checkpoint.
+  const std::unique_ptr<amp::Fp8State> fp8 = preset.make_fp8_state();
   const nn::Task task = model.task();
   const bool lm = task == nn::Task::language_model;
   const int64_t per_epoch = data.batches_per_epoch();
@@ -389,7 +394,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   int64_t step = 0, epoch = 0, empty_in_a_row = 0;
   auto run_eval = [&]() {
     if (!r.evals.empty() && r.evals.back().step == step) return;
-    r.evals.push_back(evaluate(model, data, preset, step));
+    r.evals.push_back(evaluate(model, data, preset, fp8.get(), step));
     progress.message(eval_line(r.evals.back()));
   };
 
@@ -424,6 +429,9 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     for (const auto& [name, p] : named_params) tensors.emplace_back("param/" + name, p->detach());
     for (const auto& [name, b] : named_buffers) tensors.emplace_back("buffer/" + name, *b);
     for (auto& t : optimizer_tensors()) tensors.push_back(std::move(t));
+    if (fp8) {
+      for (auto& t : fp8->state()) tensors.push_back(std::move(t));
+    }
     json opts = json::array();
     for (const auto& opt : optimizers) {
       json per = json::array();
@@ -519,7 +527,15 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
       std::vector<EvalMetrics> evals;
       for (const json& m : history.at("log")) log.push_back(step_of(m));
       for (const json& e : history.at("evals")) evals.push_back(eval_of(e));
-      apply_checkpoint = [&, copies, trainer, opts, scaler_state, gen, loader, parameter_steps, log,
+      std::map<std::string, Tensor> fp8_tensors;
+      for (const auto& [name, t] : c.file.tensors) {
+        if (name.rfind("fp8/", 0) == 0) fp8_tensors.emplace(name, t);
+      }
+      if (fp8) {
+        amp::Fp8State probe(fp8->recipe());
+        probe.load_state(fp8_tensors);
+      }
+      apply_checkpoint = [&, copies, fp8_tensors, trainer, opts, scaler_state, gen, loader, parameter_steps, log,
                           evals, saved_step]() {
         {
           NoGradGuard no_grad;
@@ -534,6 +550,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
             opt.set_parameter_steps(i, parameter_steps[k][i]);
         }
         if (!scaler_state.empty()) scaler.load_state(scaler_state);
+        if (fp8) fp8->load_state(fp8_tensors);
         if (!gen.is_null()) model.set_generator_state(philox_of(gen));
         data.set_loader_state(loader);
         step = saved_step;
@@ -599,6 +616,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     Tensor loss;
     {
       auto scope = preset.autocast();
+      std::optional<amp::Fp8Autocast> fp8_scope;
+      if (fp8) fp8_scope.emplace(*fp8);
       loss = task_loss(model.forward(batch->x), batch->y, task);
     }
     scaler.scale(loss).backward();
@@ -634,6 +653,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     if (applied)
       for (auto& opt : optimizers) applied = scaler.step(*opt) && applied;
     scaler.update();
+    if (fp8) fp8->update();
     for (auto& opt : optimizers) opt->zero_grad();
     const double ms = ms_since(start);
     ++step;

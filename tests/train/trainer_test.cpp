@@ -330,6 +330,18 @@ TEST_F(Trainer, PresetsSetDTypesAndTheLossScale) {
   }
 }
 
+TEST_F(Trainer, Fp8PresetsTrainTheClassifier) {
+  for (const char* precision : {"fp8", "fp8-current", "mxfp8", "fp8-block"}) {
+    TinyClassifier model(0);
+    BlobData data(0);
+    const train::TrainResult r = train::train(model, data, options(precision));
+    EXPECT_EQ(r.precision, precision);
+    EXPECT_LT(r.log.back().loss, 0.5 * r.log.front().loss) << precision;
+    EXPECT_GT(*r.test_accuracy, 0.9) << precision;
+    EXPECT_EQ(r.final_loss_scale, 1.0);  // no loss scaling
+  }
+}
+
 TEST_F(Trainer, StepsOverrideEpochs) {
   TinyClassifier model(0);
   BlobData data(0);
@@ -495,7 +507,7 @@ class Resume : public Trainer {
 };
 
 TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
-  for (const std::string precision : {"fp32", "amp-fp16", "bf16-sr"}) {
+  for (const std::string precision : {"fp32", "amp-fp16", "bf16-sr", "fp8"}) {
     SCOPED_TRACE(precision);
     fs::remove_all(dir_);
     const Finished a = straight(precision);
@@ -523,6 +535,13 @@ TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
       const json scaler = json::parse(c.metadata.at("scaler"));
       EXPECT_GT(scaler.at("_steps").get<double>(), 0.0);
       EXPECT_NE(a.result.log.front().scale, a.result.log.back().scale);
+    }
+    if (precision == "fp8") {
+      // The amax histories and scales are in the checkpoint: one per step so far.
+      const io::SafetensorsFile c =
+          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.tensors.at("fp8/0/0/history").numel(), 12);
+      EXPECT_EQ(c.tensors.at("fp8/0/2/meta").numel(), 3);
     }
     if (precision == "bf16-sr") {
       const io::SafetensorsFile c =

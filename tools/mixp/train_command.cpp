@@ -29,7 +29,8 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
         ->required();
   else
     command.add_option("--precision", o.precision,
-                       "fp32, amp-bf16, amp-fp16, bf16, fp16 or bf16-sr (default fp32)");
+                       "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block or "
+                       "fp8-e4m3-noscale (default fp32)");
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =

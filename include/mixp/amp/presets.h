@@ -8,10 +8,21 @@
 //   bf16      bf16 (norms fp32)  bf16                    fp32 in the optimizer   none
 //   fp16      fp16 (norms fp32)  fp16                    fp32 in the optimizer   dynamic
 //   bf16-sr   bf16 (norms fp32)  bf16                    none: stochastic rounding of the update
+//   fp8              fp32  FP8 Linear/attention: delayed scaling, HYBRID; bf16 for the rest
+//   fp8-current      fp32  the same with current (just-in-time) per-tensor scaling
+//   mxfp8            fp32  MXFP8: E4M3, one E8M0 scale per 32 along k; bf16 for the rest
+//   fp8-block        fp32  E4M3 with fp32 scales per 1x128 (activations, gradients) and
+//                          per 128x128 tile (weights); bf16 for the rest
+//   fp8-e4m3-noscale fp32  E4M3 everywhere, scale 1 (the unscaled baseline); bf16 for the rest
+//   (every fp8 preset: params are the master, no loss scaling)
 //
 // The low-precision presets run the forward pass in an Autocast scope of their dtype too, so
 // that fp32 inputs and the fp32 norm parameters meet bf16 or fp16 weights by the op policy.
-// (fp8 comes with the FP8 recipes.)
+// The fp8 presets run it in Autocast(bf16) and, inside it, an amp::Fp8Autocast over the
+// Fp8State that make_fp8_state() returns; the trainer calls its update() after every step
+// (mixp/amp/fp8.h). They scale no loss: per-tensor scaling (delayed or current) puts each
+// gradient's own amax at fp8_max, which is what loss scaling would do for one scale for all, and
+// block scaling does so per block; the unscaled preset shows what happens without either.
 //
 // Example:
 //
@@ -29,6 +40,7 @@
 //   }
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -36,6 +48,7 @@
 #include <vector>
 
 #include "mixp/amp/autocast.h"
+#include "mixp/amp/fp8.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/optim/master_weights.h"
 #include "mixp/tensor.h"
@@ -50,6 +63,7 @@ struct Preset {
   std::optional<DType> compute_dtype;  ///< the Autocast dtype of the forward pass, if any
   optim::Precision optimizer_precision;
   LossScaling loss_scaling;
+  std::optional<Fp8Recipe> fp8 = std::nullopt;  ///< the FP8 recipe of Linear and attention, if any
 
   /// The parameters as this preset stores them: bf16 and fp16 presets make new leaf tensors of
   /// their dtype (requiring grad) for every parameter except those with keep_fp32[i]; the
@@ -60,6 +74,8 @@ struct Preset {
   Autocast autocast() const;
   /// A GradScaler with PyTorch's defaults, enabled when the preset scales the loss.
   GradScaler make_scaler(GradScalerOptions options = {}) const;
+  /// The FP8 state (amax histories, scales) for a model under this preset; null without fp8.
+  std::unique_ptr<Fp8State> make_fp8_state() const;
 };
 
 /// Every preset, in the order of the table above.

@@ -1,0 +1,61 @@
+// FP8 quantization and the FP8 GEMM on raw buffers: the fast kernels (kernels/cpu/fp8_cpu.cpp:
+// the vectorized conversions, OpenMP, oneDNN bf16) and their scalar references
+// (kernels/ref/fp8_ref.cpp), which give the same quantized bits. The scale rules are those of
+// mixp/amp/fp8.h. Every conversion to FP8 saturates. Private to mixp.
+#pragma once
+
+#include <cstdint>
+
+#include "mixp/dtype.h"
+
+namespace mixp::kernels {
+
+/// max |x[i]|; NaN if any element is NaN.
+float fp8_amax_fast(const float* x, int64_t n);
+float fp8_amax_reference(const float* x, int64_t n);
+
+/// q[i] = fp8(x[i] * scale), one fp32 multiply and one saturating rounding.
+void fp8_scale_fast(const float* x, int64_t n, DType fp8, float scale, uint8_t* q);
+void fp8_scale_reference(const float* x, int64_t n, DType fp8, float scale, uint8_t* q);
+
+/// MXFP8 on a [rows, cols] matrix: blocks of 32 along cols (the last one may be shorter), one
+/// E8M0 code per block in codes [rows, ceil(cols / 32)].
+void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
+                          uint8_t* codes);
+void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
+                               uint8_t* codes);
+
+/// Per-block current scaling of `batch` matrices [rows, cols] in tiles of block_rows x 128 (edge
+/// tiles smaller); scale_inv [batch, ceil(rows / block_rows), ceil(cols / 128)].
+void fp8_quantize_blocks_fast(const float* x, int64_t batch, int64_t rows, int64_t cols,
+                              int64_t block_rows, DType fp8, uint8_t* q, float* scale_inv);
+void fp8_quantize_blocks_reference(const float* x, int64_t batch, int64_t rows, int64_t cols,
+                                   int64_t block_rows, DType fp8, uint8_t* q, float* scale_inv);
+
+inline constexpr int64_t kMxBlock = 32;
+inline constexpr int64_t kFp8Block = 128;
+
+/// One operand of an FP8 GEMM: `batch` matrices [rows, k] of fp8 codes, and their scaling.
+struct Fp8Operand {
+  enum class Kind : uint8_t { per_tensor, mx, blocks };
+  const uint8_t* data = nullptr;
+  DType dtype = DType::e4m3;
+  Kind kind = Kind::per_tensor;
+  float scale_inv = 1.0f;              ///< per_tensor
+  const uint8_t* codes = nullptr;      ///< mx: [batch * rows, ceil(k / 32)]
+  const float* block_scale_inv = nullptr;  ///< blocks: [batch, ceil(rows / block_rows), ceil(k / 128)]
+  int64_t block_rows = 1;
+};
+
+/// C[b] = A[b] B[b]^T, A [m, k], B [n, k], C [m, n] f32, for b < batch; both operands of one kind.
+void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Operand& a,
+                   const Fp8Operand& b, float* c);
+/// The same from the dequantized values (fp8 * scale per element), accumulated in double.
+void fp8_gemm_reference(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Operand& a,
+                        const Fp8Operand& b, float* c);
+
+/// The value element (row, p) of matrix `batch_index` of an operand stands for (fp8 * its scale).
+float fp8_operand_value(const Fp8Operand& op, int64_t rows, int64_t k, int64_t batch_index,
+                        int64_t row, int64_t p);
+
+}  // namespace mixp::kernels

@@ -1,0 +1,234 @@
+// The FP8 recipes of mixp/amp/fp8.h (pure functions), the scaled FP8 tensor and the tensor-level
+// quantize and GEMM. They sit with the kernels, not in amp/, because the ops below amp/ call
+// them; the public header stays with the rest of mixed precision, as Autocast's does.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "kernels/fp8.h"
+#include "mixp/amp/fp8.h"
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+#include "mixp/runtime.h"
+
+namespace mixp::amp {
+
+const char* name_of(Fp8Scaling scaling) {
+  switch (scaling) {
+    case Fp8Scaling::delayed: return "delayed";
+    case Fp8Scaling::current: return "current";
+    case Fp8Scaling::mxfp8: return "mxfp8";
+    case Fp8Scaling::block_1x128: return "block_1x128";
+    case Fp8Scaling::block_128x128: return "block_128x128";
+    case Fp8Scaling::none: return "none";
+  }
+  return "?";
+}
+
+DType fp8_dtype(Fp8Format format, Fp8Role role) {
+  return format == Fp8Format::hybrid && role == Fp8Role::gradient ? DType::e5m2 : DType::e4m3;
+}
+
+float fp8_max(DType fp8) {
+  MIXP_CHECK(fp8 == DType::e4m3 || fp8 == DType::e5m2, "fp8_max: ", name_of(fp8),
+             " is not an fp8 dtype (e4m3, e5m2)");
+  return float(traits(fp8).max);
+}
+
+float scale_from_amax(float amax, float max, int margin, float previous) {
+  // amax 0: nothing to scale for (no data yet, or all zeros); non-finite: the amax says nothing
+  // about the finite values. Either way the previous scale is the best guess.
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
+  const float scale = std::ldexp(max / amax, -margin);
+  // A tiny amax (a subnormal) overflows the quotient; the largest finite scale keeps the
+  // tensor's values as large as fp32 allows. A huge margin can underflow it to 0: the smallest
+  // positive scale then.
+  if (std::isinf(scale)) return FLT_MAX;
+  if (scale == 0.0f) return std::numeric_limits<float>::denorm_min();
+  return scale;
+}
+
+float history_amax(std::span<const float> history, AmaxAlgorithm algorithm) {
+  if (history.empty()) return 0.0f;
+  if (algorithm == AmaxAlgorithm::most_recent) return history.back();
+  float m = 0.0f;
+  for (float h : history) {
+    if (std::isnan(h)) return h;
+    m = std::max(m, h);
+  }
+  return m;
+}
+
+float delayed_scale(std::span<const float> history, AmaxAlgorithm algorithm, float max,
+                    int margin, float previous) {
+  return scale_from_amax(history_amax(history, algorithm), max, margin, previous);
+}
+
+float current_scale(float amax, float max, int margin) {
+  return scale_from_amax(amax, max, margin, 1.0f);
+}
+
+int mx_emax(DType element) {
+  MIXP_CHECK(element == DType::e4m3 || element == DType::e5m2, "mx_emax: ", name_of(element),
+             " is not an MX element format here (e4m3, e5m2)");
+  return element == DType::e4m3 ? 8 : 15;
+}
+
+uint8_t mx_scale_code(float amax, DType element) {
+  const int emax = mx_emax(element);
+  if (!std::isfinite(amax)) return 0xFF;
+  const float a = std::fabs(amax);
+  if (a == 0.0f) return 0;  // the smallest scale; the block's elements are all zero
+  // floor(log2(a)) exactly, from the fp32 exponent (ilogb also handles subnormals).
+  const int shared = std::clamp(std::ilogb(a) - emax, -127, 127);
+  return uint8_t(shared + 127);
+}
+
+float e8m0_value(uint8_t code) {
+  if (code == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, int(code) - 127);
+}
+
+namespace {
+
+kernels::Fp8Operand operand(const Fp8Tensor& t) {
+  kernels::Fp8Operand op;
+  op.data = static_cast<const uint8_t*>(t.data.raw_data());
+  op.dtype = t.data.dtype();
+  switch (t.scaling) {
+    case Fp8Scaling::mxfp8:
+      op.kind = kernels::Fp8Operand::Kind::mx;
+      op.codes = t.block_scales.data<uint8_t>();
+      break;
+    case Fp8Scaling::block_1x128:
+    case Fp8Scaling::block_128x128:
+      op.kind = kernels::Fp8Operand::Kind::blocks;
+      op.block_scale_inv = t.block_scales.data<float>();
+      op.block_rows = t.block_rows;
+      break;
+    default:
+      op.kind = kernels::Fp8Operand::Kind::per_tensor;
+      op.scale_inv = t.scale_inv;
+  }
+  return op;
+}
+
+struct Dims3 {
+  int64_t batch, rows, cols;
+};
+
+Dims3 dims_of(const Tensor& t, const char* what) {
+  MIXP_CHECK(t.defined() && (t.ndim() == 2 || t.ndim() == 3), what,
+             ": expected a 2-D or 3-D tensor, got ",
+             t.defined() ? t.shape().to_string() : "an undefined tensor");
+  if (t.ndim() == 2) return {1, t.size(0), t.size(1)};
+  return {t.size(0), t.size(1), t.size(2)};
+}
+
+}  // namespace
+
+Tensor Fp8Tensor::dequantize() const {
+  const Dims3 d = dims_of(data, "Fp8Tensor::dequantize");
+  const kernels::Fp8Operand op = operand(*this);
+  Tensor out = empty(data.shape(), DType::f32);
+  float* o = out.data<float>();
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t r = 0; r < d.rows; ++r)
+      for (int64_t c = 0; c < d.cols; ++c)
+        o[(b * d.rows + r) * d.cols + c] =
+            kernels::fp8_operand_value(op, d.rows, d.cols, b, r, c);
+  return out;
+}
+
+Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scale) {
+  const Dims3 d = dims_of(x_in, "quantize");
+  MIXP_CHECK(x_in.dtype() == DType::f32 || x_in.dtype() == DType::bf16,
+             "quantize: the input must be f32 or bf16, got ", name_of(x_in.dtype()));
+  const float max = fp8_max(fp8);
+  NoGradGuard no_grad;
+  const Tensor x = x_in.dtype() == DType::f32 ? x_in : x_in.to(DType::f32);
+  const float* xs = x.data<float>();
+  const int64_t n = x.numel();
+  const bool ref = reference_mode();
+  Fp8Tensor q;
+  q.scaling = scaling;
+  q.data = empty(x.shape(), fp8);
+  uint8_t* qs = static_cast<uint8_t*>(q.data.raw_data());
+  q.amax = ref ? kernels::fp8_amax_reference(xs, n) : kernels::fp8_amax_fast(xs, n);
+  switch (scaling) {
+    case Fp8Scaling::delayed:
+    case Fp8Scaling::current:
+    case Fp8Scaling::none: {
+      if (scaling == Fp8Scaling::current) scale = current_scale(q.amax, max);
+      if (scaling == Fp8Scaling::none) scale = 1.0f;
+      MIXP_CHECK(std::isfinite(scale) && scale > 0.0f, "quantize: the scale must be finite and "
+                 "positive, got ", scale);
+      q.scale = scale;
+      q.scale_inv = 1.0f / scale;
+      if (ref)
+        kernels::fp8_scale_reference(xs, n, fp8, scale, qs);
+      else
+        kernels::fp8_scale_fast(xs, n, fp8, scale, qs);
+      break;
+    }
+    case Fp8Scaling::mxfp8: {
+      q.block_cols = kernels::kMxBlock;
+      const int64_t nb = (d.cols + kernels::kMxBlock - 1) / kernels::kMxBlock;
+      q.block_scales = empty({d.batch * d.rows, nb}, DType::u8);
+      uint8_t* codes = q.block_scales.data<uint8_t>();
+      if (ref)
+        kernels::fp8_quantize_mx_reference(xs, d.batch * d.rows, d.cols, fp8, qs, codes);
+      else
+        kernels::fp8_quantize_mx_fast(xs, d.batch * d.rows, d.cols, fp8, qs, codes);
+      break;
+    }
+    case Fp8Scaling::block_1x128:
+    case Fp8Scaling::block_128x128: {
+      q.block_rows = scaling == Fp8Scaling::block_128x128 ? kernels::kFp8Block : 1;
+      q.block_cols = kernels::kFp8Block;
+      const int64_t br = (d.rows + q.block_rows - 1) / q.block_rows;
+      const int64_t bc = (d.cols + kernels::kFp8Block - 1) / kernels::kFp8Block;
+      q.block_scales = empty({d.batch, br, bc}, DType::f32);
+      float* s = q.block_scales.data<float>();
+      if (ref)
+        kernels::fp8_quantize_blocks_reference(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs, s);
+      else
+        kernels::fp8_quantize_blocks_fast(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs, s);
+      break;
+    }
+  }
+  return q;
+}
+
+namespace {
+bool per_tensor(Fp8Scaling s) {
+  return s == Fp8Scaling::delayed || s == Fp8Scaling::current || s == Fp8Scaling::none;
+}
+bool per_block(Fp8Scaling s) {
+  return s == Fp8Scaling::block_1x128 || s == Fp8Scaling::block_128x128;
+}
+}  // namespace
+
+Tensor fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b) {
+  const Dims3 da = dims_of(a.data, "fp8_gemm (A)"), db = dims_of(b.data, "fp8_gemm (B)");
+  MIXP_CHECK(a.data.ndim() == b.data.ndim() && da.batch == db.batch && da.cols == db.cols,
+             "fp8_gemm: A ", a.data.shape().to_string(), " and B ", b.data.shape().to_string(),
+             " must be [batch, m, k] and [batch, n, k] with the same batch and k");
+  const bool same_kind = (per_tensor(a.scaling) && per_tensor(b.scaling)) ||
+                         (per_block(a.scaling) && per_block(b.scaling)) ||
+                         (a.scaling == Fp8Scaling::mxfp8 && b.scaling == Fp8Scaling::mxfp8);
+  MIXP_CHECK(same_kind, "fp8_gemm: operands scaled ", name_of(a.scaling), " and ",
+             name_of(b.scaling), " cannot meet in one GEMM");
+  const Shape out_shape = a.data.ndim() == 2 ? Shape{da.rows, db.rows}
+                                             : Shape{da.batch, da.rows, db.rows};
+  Tensor c = empty(out_shape, DType::f32);
+  const kernels::Fp8Operand oa = operand(a), ob = operand(b);
+  if (reference_mode())
+    kernels::fp8_gemm_reference(da.batch, da.rows, db.rows, da.cols, oa, ob, c.data<float>());
+  else
+    kernels::fp8_gemm_fast(da.batch, da.rows, db.rows, da.cols, oa, ob, c.data<float>());
+  return c;
+}
+
+}  // namespace mixp::amp
