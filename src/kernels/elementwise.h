@@ -78,6 +78,26 @@ void map1_fast(const T* in, T* out, int64_t n, const F& f) {
   });
 }
 
+/// As map1_fast, but `block(const float* x, float* y, len)` computes a whole block of fp32
+/// values at once (a vectorized kernel); fp32 data is read and written in place, unwidened.
+template <typename T, typename Block>
+void map1_block_fast(const T* in, T* out, int64_t n, const Block& block) {
+  static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
+  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      block(in + begin, out + begin, end - begin);
+    } else {
+      float x[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t len = std::min(kBlock, end - i);
+        widen(in + i, len, x);
+        block(x, x, len);
+        narrow(x, len, out + i);
+      }
+    }
+  });
+}
+
 template <typename T, typename F>
 void map1_reference(const T* in, T* out, int64_t n, const F& f) {
   for (int64_t i = 0; i < n; ++i) out[i] = from_double<T>(f(to_double(in[i])));
@@ -95,6 +115,26 @@ void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
       widen(b + i, len, y);
       for (int64_t j = 0; j < len; ++j) z[j] = f(x[j], y[j]);
       narrow(z, len, out + i);
+    }
+  });
+}
+
+/// As map2_fast, with `block(const float* a, const float* b, float* out, len)` on fp32 blocks.
+template <typename T, typename Block>
+void map2_block_fast(const T* a, const T* b, T* out, int64_t n, const Block& block) {
+  static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
+  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      block(a + begin, b + begin, out + begin, end - begin);
+    } else {
+      float x[kBlock], y[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t len = std::min(kBlock, end - i);
+        widen(a + i, len, x);
+        widen(b + i, len, y);
+        block(x, y, x, len);
+        narrow(x, len, out + i);
+      }
     }
   });
 }
