@@ -6,6 +6,8 @@
 #
 #   bench/run.sh [ROUNDS]        default 3; MIXP=path/to/mixp, OUT=results.jsonl
 #   GPT_STEPS=5 SMALL_STEPS=20   timed steps per run (after 2 and 5 warm-up steps)
+#   PEAK_F32=G PEAK_BF16=G       the peaks for percent of peak, instead of measuring them now
+#                                (on a busy machine the measured peak falls short)
 #
 # Needs a release build (cmake --build --preset release) and, for the PyTorch side, Debian's
 # python3-torch, libjemalloc2 and libopenblas0-openmp (apt-get install them; optional, not in CI).
@@ -27,8 +29,9 @@ done
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 peak=$("$mixp" bench peak | tail -1)
 echo "$peak" >&2
-f32_peak=$("$py" -c "import json,sys; print(json.loads(sys.argv[1])['f32_gflops'])" "$peak")
-bf16_peak=$("$py" -c "import json,sys; print(json.loads(sys.argv[1])['bf16_gflops'])" "$peak")
+f32_peak=${PEAK_F32:-$("$py" -c "import json,sys; print(json.loads(sys.argv[1])['f32_gflops'])" "$peak")}
+bf16_peak=${PEAK_BF16:-$("$py" -c "import json,sys; print(json.loads(sys.argv[1])['bf16_gflops'])" "$peak")}
+echo "peaks used: f32 $f32_peak, bf16 $bf16_peak GFLOP/s" >&2
 : > "$out"
 
 for ((r = 1; r <= rounds; ++r)); do
