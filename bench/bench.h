@@ -66,8 +66,8 @@ struct TrainBenchOptions {
   std::string model = "gpt";  ///< mlp, cnn or gpt, at the built-in shapes
   std::string precision = "fp32";
   int steps = 10, warmup = 3;
-  int64_t batch = 0;         ///< 0: as `mixp train` (64 images, 16 sequences)
-  double peak_gflops = 0;    ///< > 0: the peak to compare with; 0: measure_peak() now
+  int64_t batch = 0;       ///< 0: as `mixp train` (64 images, 16 sequences)
+  double peak_gflops = 0;  ///< > 0: the peak to compare with; 0: measure_peak() now
 };
 
 /// `mixp train`'s default batch size of a built-in model.

@@ -47,8 +47,8 @@ double train_step_flop(const nn::ModelConfig& c, int64_t batch) {
   }
   if (c.name == "cnn") {
     const double s = double(c.image_size), k = double(c.classes);
-    const double conv1 = 2 * n * s * s * 32 * 1 * 9;                 // 1 -> 32, 3x3, same size
-    const double conv2 = 2 * n * (s / 2) * (s / 2) * 64 * 32 * 9;    // after the first pool
+    const double conv1 = 2 * n * s * s * 32 * 1 * 9;               // 1 -> 32, 3x3, same size
+    const double conv2 = 2 * n * (s / 2) * (s / 2) * 64 * 32 * 9;  // after the first pool
     const double fc = 2 * n * (64 * (s / 4) * (s / 4) * 128 + 128 * k);
     return 2 * conv1 + 3 * (conv2 + fc);
   }
@@ -91,6 +91,7 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
   for (const auto& [name, p] : named) values.push_back(*p);
   const std::vector<Tensor> params = preset.cast_parameters(values, model->norm_parameter_flags());
   for (size_t i = 0; i < named.size(); ++i) *named[i].second = params[i];
+  values.clear();  // the fp32 originals of cast parameters must not outlive the cast
   int64_t parameter_count = 0;
   for (const Tensor& p : params) parameter_count += p.numel();
 

@@ -41,8 +41,8 @@ void exp_f32(const float* x, float* y, int64_t n);
 /// The constants both versions share (constexpr, so no inline function crosses ISA files).
 namespace vmath {
 inline constexpr float kLog2e = 1.44269504088896341f;
-inline constexpr float kLn2Hi = 0.693145751953125f;        // 0x3f317200: n * kLn2Hi is exact
-inline constexpr float kLn2Lo = 1.42860682030941723e-6f;   // ln 2 - kLn2Hi
+inline constexpr float kLn2Hi = 0.693145751953125f;       // 0x3f317200: n * kLn2Hi is exact
+inline constexpr float kLn2Lo = 1.42860682030941723e-6f;  // ln 2 - kLn2Hi
 inline constexpr float kExpMin = -150.0f, kExpMax = 128.0f;
 // 1/k! for k = 7 down to 2: the Horner order.
 inline constexpr float kExpPoly[6] = {1.0f / 5040, 1.0f / 720, 1.0f / 120,

@@ -33,16 +33,22 @@ State random_state(int64_t n) {
 // AdamW's constants after 3 steps at lr 1e-3, betas (0.9, 0.99), weight decay 0.1.
 kernels::AdamConstants adamw_constants() {
   const double lr = 1e-3, beta1 = 0.9, beta2 = 0.99;
-  return {float(lr / (1 - std::pow(beta1, 3))), float(std::sqrt(1 - std::pow(beta2, 3))),
-          float(1 - beta1), float(beta2), float(1 - beta2), 1e-8f, 0.0f, float(1 - lr * 0.1)};
+  return {float(lr / (1 - std::pow(beta1, 3))),
+          float(std::sqrt(1 - std::pow(beta2, 3))),
+          float(1 - beta1),
+          float(beta2),
+          float(1 - beta2),
+          1e-8f,
+          0.0f,
+          float(1 - lr * 0.1)};
 }
 
 TEST(AdamKernel, EveryIsaGivesTheScalarBits) {
   for (const int64_t n : {1, 15, 16, 17, 1037}) {
     const State start = random_state(n);
     for (const kernels::AdamConstants& c :
-         {adamw_constants(), kernels::AdamConstants{0.01f, 0.3f, 0.1f, 0.999f, 0.001f, 1e-8f,
-                                                    0.01f, 1.0f}}) {  // Adam with L2
+         {adamw_constants(), kernels::AdamConstants{0.01f, 0.3f, 0.1f, 0.999f, 0.001f, 1e-8f, 0.01f,
+                                                    1.0f}}) {  // Adam with L2
       State want = start;
       kernels::ref::adam_f32(want.w.data(), want.g.data(), want.m.data(), want.v.data(), n, c);
       for (Isa isa : kAllIsas) {

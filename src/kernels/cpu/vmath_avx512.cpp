@@ -27,8 +27,8 @@ static __m512 exp16(__m512 x) {
 
 static __m512 gelu_sigmoid16(__m512 x, __m512& x2, __m512& e) {
   x2 = _mm512_mul_ps(x, x);
-  const __m512 u = _mm512_mul_ps(
-      _mm512_set1_ps(kGeluK), _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluA), x2), x, x));
+  const __m512 u = _mm512_mul_ps(_mm512_set1_ps(kGeluK),
+                                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluA), x2), x, x));
   e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
   const __m512 one = _mm512_set1_ps(1.0f);
   return _mm512_div_ps(one, _mm512_add_ps(one, e));
