@@ -67,6 +67,12 @@ inline T from_double(double v) {
 template <typename T, typename F>
 void map1_fast(const T* in, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {  // fp32 and f64 need no widening: no staging copies
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
@@ -107,6 +113,12 @@ void map1_reference(const T* in, T* out, int64_t n, const F& f) {
 template <typename T, typename F>
 void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
@@ -148,6 +160,12 @@ void map2_reference(const T* a, const T* b, T* out, int64_t n, const F& f) {
 template <typename T, typename F>
 void map3_fast(const T* a, const T* b, const T* c, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i], c[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {

@@ -39,7 +39,12 @@ static __m512 gelu_sigmoid16(__m512 x, __m512& x2, __m512& e) {
 void exp_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
-  ref::exp_f32(x + i, y + i, n - i);
+  // The tail masked rather than scalar: attention's causal rows are short, and the scalar
+  // kernel's std::fma is a libm call where FMA is not a compile-time ISA. Same bits per lane.
+  if (i < n) {
+    const __mmask16 tail = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, tail, exp16(_mm512_maskz_loadu_ps(tail, x + i)));
+  }
 }
 
 void gelu_tanh_f32(const float* x, float* y, int64_t n) {
