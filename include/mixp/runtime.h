@@ -13,9 +13,9 @@
 //   }
 //   mixp::set_num_threads(1);               // OpenMP threads of mixp and oneDNN
 //
-// OpenMP workers of mixp programs spin only briefly before they sleep (GOMP_SPINCOUNT=10000
-// unless the environment already sets OMP_WAIT_POLICY or GOMP_SPINCOUNT): spinning workers stall
-// small shared machines. The companion library libmixp_openmp_env.so sets it before the OpenMP
+// OpenMP workers of mixp programs sleep as soon as they are idle (GOMP_SPINCOUNT=0, unless the
+// environment already sets OMP_WAIT_POLICY or GOMP_SPINCOUNT): spinning workers stall small
+// shared machines. The companion library libmixp_openmp_env.so sets it before the OpenMP
 // runtime reads its environment; mixp::mixp links it for you.
 #pragma once
 

@@ -67,6 +67,12 @@ inline T from_double(double v) {
 template <typename T, typename F>
 void map1_fast(const T* in, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {  // fp32 and f64 need no widening: no staging copies
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
@@ -74,6 +80,26 @@ void map1_fast(const T* in, T* out, int64_t n, const F& f) {
       widen(in + i, len, x);
       for (int64_t j = 0; j < len; ++j) y[j] = f(x[j]);
       narrow(y, len, out + i);
+    }
+  });
+}
+
+/// As map1_fast, but `block(const float* x, float* y, len)` computes a whole block of fp32
+/// values at once (a vectorized kernel); fp32 data is read and written in place, unwidened.
+template <typename T, typename Block>
+void map1_block_fast(const T* in, T* out, int64_t n, const Block& block) {
+  static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
+  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      block(in + begin, out + begin, end - begin);
+    } else {
+      float x[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t len = std::min(kBlock, end - i);
+        widen(in + i, len, x);
+        block(x, x, len);
+        narrow(x, len, out + i);
+      }
     }
   });
 }
@@ -87,6 +113,12 @@ void map1_reference(const T* in, T* out, int64_t n, const F& f) {
 template <typename T, typename F>
 void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
@@ -95,6 +127,26 @@ void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
       widen(b + i, len, y);
       for (int64_t j = 0; j < len; ++j) z[j] = f(x[j], y[j]);
       narrow(z, len, out + i);
+    }
+  });
+}
+
+/// As map2_fast, with `block(const float* a, const float* b, float* out, len)` on fp32 blocks.
+template <typename T, typename Block>
+void map2_block_fast(const T* a, const T* b, T* out, int64_t n, const Block& block) {
+  static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
+  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      block(a + begin, b + begin, out + begin, end - begin);
+    } else {
+      float x[kBlock], y[kBlock];
+      for (int64_t i = begin; i < end; i += kBlock) {
+        const int64_t len = std::min(kBlock, end - i);
+        widen(a + i, len, x);
+        widen(b + i, len, y);
+        block(x, y, x, len);
+        narrow(x, len, out + i);
+      }
     }
   });
 }
@@ -108,6 +160,12 @@ void map2_reference(const T* a, const T* b, T* out, int64_t n, const F& f) {
 template <typename T, typename F>
 void map3_fast(const T* a, const T* b, const T* c, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
+  if constexpr (std::is_same_v<T, C>) {
+    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i], c[i]);
+    });
+    return;
+  }
   parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {

@@ -2,6 +2,7 @@
 // Shape contract: any shape; the output has the input's shape and dtype.
 #include <cmath>
 
+#include "kernels/vmath.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -20,6 +21,14 @@ struct GeluTanhOp {
     const C t = std::tanh(u);
     const C du = C(0.79788456080286535588) * (C(1) + C(3 * 0.044715) * s * s);
     return g * (C(0.5) * (C(1) + t) + C(0.5) * s * (C(1) - t * t) * du);
+  }
+  // The fast path: vectorized fp32 kernels (kernels/vmath.h) instead of libm's scalar tanh,
+  // which took a fifth of a GPT step. The per-element formulas above stay the reference.
+  static void forward_block(const float* x, float* y, int64_t n) {
+    kernels::gelu_tanh_f32(x, y, n);
+  }
+  static void backward_block(const float* g, const float* s, float* dx, int64_t n) {
+    kernels::gelu_tanh_backward_f32(g, s, dx, n);
   }
 };
 }  // namespace

@@ -101,12 +101,28 @@ void run_map3(const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out, co
   }
 }
 
+/// Ops with vectorized fp32 kernels also have static forward_block(const float* x, float* y,
+/// n) and backward_block(const float* g, const float* saved, float* dx, n); the fast path of
+/// every dtype but f64 runs them, the reference path keeps the per-element double formulas.
+template <typename Op>
+concept HasBlockKernels = requires(const float* c, float* m, int64_t n) {
+  Op::forward_block(c, m, n);
+  Op::backward_block(c, c, m, n);
+};
+
 template <typename Op>
 Tensor unary(const Tensor& x, const Op& op) {
   check_floating(op.name, x);
   Tensor y = empty(x.shape(), x.dtype());
-  visit_floating(x.dtype(), op.name,
-                 [&]<typename T>() { run_map1<T>(x, y, [&](auto v) { return op.forward(v); }); });
+  visit_floating(x.dtype(), op.name, [&]<typename T>() {
+    if constexpr (HasBlockKernels<Op> && !std::is_same_v<T, double>) {
+      if (!reference_mode()) {
+        kernels::map1_block_fast(x.data<T>(), y.data<T>(), x.numel(), Op::forward_block);
+        return;
+      }
+    }
+    run_map1<T>(x, y, [&](auto v) { return op.forward(v); });
+  });
   if (auto node = autograd::make_node<UnaryBackward<Op>>(op.name, {&x})) {
     node->op = op;
     if (op.saved != Saved::nothing) {
@@ -122,6 +138,13 @@ std::vector<Tensor> UnaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
   const Tensor& g = grads[0];
   Tensor dx = empty_like(g);
   visit_floating(g.dtype(), op.name, [&]<typename T>() {
+    if constexpr (HasBlockKernels<Op> && !std::is_same_v<T, double>) {
+      if (!reference_mode() && op.saved != Saved::nothing) {
+        kernels::map2_block_fast(g.data<T>(), saved.get().template data<T>(), dx.data<T>(),
+                                 g.numel(), Op::backward_block);
+        return;
+      }
+    }
     if (op.saved == Saved::nothing) {
       run_map1<T>(g, dx, [&](auto grad) { return op.backward(grad, grad); });
     } else {

@@ -12,7 +12,9 @@
 // in the layout its product reduces along; the softmax and dS stay fp32.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "kernels/vmath.h"
 #include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
 #include "ops/op_helpers.h"
@@ -46,11 +48,19 @@ void softmax_rows(A* s, A* lse, const Dims& d, A scale) {
     A m = -std::numeric_limits<A>::infinity();
     for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
     A total = 0;
-    for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
-    const A l = m + std::log(total);
-    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - l);
+    if constexpr (std::is_same_v<A, float>) {
+      // The vectorized exp (libm's scalar expf was most of this loop): e_j = exp(s_j - m) in
+      // place, then P_j = e_j / total, the same probabilities up to rounding.
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - m;
+      kernels::exp_f32(row, row, n);
+      for (int64_t j = 0; j < n; ++j) total += row[j];
+      for (int64_t j = 0; j < n; ++j) row[j] /= total;
+    } else {
+      for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
+      for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - (m + std::log(total)));
+    }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
-    lse[r] = l;
+    lse[r] = m + std::log(total);
   });
 }
 
@@ -60,7 +70,12 @@ void probabilities_rows(A* s, const A* lse, const Dims& d, A scale) {
   for_rows(d, [&](int64_t r, int64_t i) {
     A* row = s + r * d.t;
     const int64_t n = d.visible(i);
-    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
+    if constexpr (std::is_same_v<A, float>) {
+      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - lse[r];
+      kernels::exp_f32(row, row, n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
+    }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
   });
 }

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/adam.h"
 #include "mixp/error.h"
 #include "optim/update.h"
 
@@ -42,6 +44,39 @@ void adam_update(const MasterWeightOptimizer::Slot& s, Tensor exp_avg, Tensor ex
   const C shrink = decay == Decay::decoupled ? C(1.0 - lr * weight_decay) : C(1);
   C* m = exp_avg.data<C>();
   C* v = exp_avg_sq.data<C>();
+  if constexpr (std::is_same_v<C, float>) {
+    // fp32 weights (the parameter, or its fp32 master) and gradients of any floating dtype but
+    // f64 (widened exactly, a block at a time): the vectorized kernel, the same operations in
+    // the same order as the rule below, so the same bits.
+    Tensor param = s.param, master = s.master;  // shared storage: writable handles
+    float* w = param.dtype() == DType::f32 ? param.data<float>()
+               : master.defined()          ? master.data<float>()
+                                           : nullptr;
+    const DType gd = s.grad.dtype();
+    if (w && (gd == DType::f32 || gd == DType::bf16 || gd == DType::f16) &&
+        !s.compensation.defined() && !s.stochastic) {
+      const kernels::AdamConstants k{step_size, bc2_sqrt, b1, beta2, b2, e, l2, shrink};
+      kernels::parallel_for(param.numel(), 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
+        if (gd == DType::f32) {
+          const float* g = s.grad.data<float>();
+          kernels::adam_f32(w + begin, g + begin, m + begin, v + begin, end - begin, k);
+        } else {
+          float g[kernels::kBlock];
+          for (int64_t i = begin; i < end; i += kernels::kBlock) {
+            const int64_t len = std::min(kernels::kBlock, end - i);
+            load_block(s.grad, i, len, g);
+            kernels::adam_f32(w + i, g, m + i, v + i, len, k);
+          }
+        }
+        if (param.dtype() == DType::bf16) {
+          kernels::narrow(w + begin, end - begin, param.data<bfloat16>() + begin);
+        } else if (param.dtype() == DType::f16) {
+          kernels::narrow(w + begin, end - begin, param.data<float16>() + begin);
+        }
+      });
+      return;
+    }
+  }
   update_parameter<C>(s, [=](int64_t i, C w, C g) {
     g = g + l2 * w;
     w = w * shrink;

@@ -106,6 +106,22 @@ int main_checked(int argc, char** argv) {
   bench_step_cmd->add_option("--batch", bench_step.batch, "default 16");
   bench_step_cmd->add_option("--steps", bench_step.steps, "timed steps (default 3)");
 
+  mixp::bench::PeakBenchOptions bench_peak;
+  CLI::App* bench_peak_cmd = bench_cmd->add_subcommand(
+      "peak", "the machine's peak GFLOP/s: fp32 FMA and bf16 vdpbf16ps, one core and all");
+  bench_peak_cmd->add_option("--reps", bench_peak.reps, "timed runs, the best kept (default 5)");
+
+  mixp::bench::TrainBenchOptions bench_train;
+  CLI::App* bench_train_cmd = bench_cmd->add_subcommand(
+      "train", "a training step of a built-in model: one JSON line of speed, FLOP/s and memory");
+  bench_train_cmd->add_option("--model", bench_train.model, "mlp, cnn or gpt (default gpt)");
+  bench_train_cmd->add_option("--precision", bench_train.precision, "a preset (default fp32)");
+  bench_train_cmd->add_option("--steps", bench_train.steps, "timed steps (default 10)");
+  bench_train_cmd->add_option("--warmup", bench_train.warmup, "untimed steps first (default 3)");
+  bench_train_cmd->add_option("--batch", bench_train.batch, "default: as mixp train (64, 16)");
+  bench_train_cmd->add_option("--peak-gflops", bench_train.peak_gflops,
+                              "the peak to compare with (default: measured now)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -139,6 +155,8 @@ int main_checked(int argc, char** argv) {
     bench_step.dtype = mixp::parse_dtype(bench_step_dtype);
     return mixp::bench::run_step(bench_step, stdout);
   }
+  if (*bench_peak_cmd) return mixp::bench::run_peak(bench_peak, stdout);
+  if (*bench_train_cmd) return mixp::bench::run_train_bench(bench_train, stdout);
   if (*bench_matmul_cmd) {
     bench_matmul.dtype = mixp::parse_dtype(bench_matmul_dtype);
     return mixp::bench::run_matmul(bench_matmul, stdout);

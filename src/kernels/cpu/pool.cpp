@@ -1,6 +1,9 @@
 // Pooling kernels: one plane per task, fp32 compute (double for f64), one rounding per output.
 // Each plane is written by one thread, so results do not depend on the thread count.
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -60,6 +63,15 @@ void avg_backward(const Pool2dShape& p, const T* dy, T* dx) {
   });
 }
 
+// take ? a : b through an all-ones or all-zeros mask of the bits, so that the compiler cannot
+// turn it into a branch.
+template <typename V>
+V select_bits(bool take, V a, V b) {
+  using Bits = std::conditional_t<sizeof(V) == 8, uint64_t, uint32_t>;
+  const Bits mask = Bits(0) - Bits(take);
+  return std::bit_cast<V>(Bits((std::bit_cast<Bits>(a) & mask) | (std::bit_cast<Bits>(b) & ~mask)));
+}
+
 template <typename T>
 void max_forward(const Pool2dShape& p, const T* x, T* y, int64_t* index) {
   using C = Compute<T>;
@@ -72,11 +84,13 @@ void max_forward(const Pool2dShape& p, const T* x, T* y, int64_t* index) {
         C best_value = C(in[best]);
         for (int64_t h = p.rows.start[size_t(i)]; h < p.rows.end[size_t(i)]; ++h) {
           for (int64_t w = p.cols.start[size_t(j)]; w < p.cols.end[size_t(j)]; ++w) {
+            // Selected by masks, not by branches: which element of a window is largest is a
+            // coin toss that the predictor loses (this scan was a third of a cnn step). First
+            // maximum wins; the first NaN wins and stays.
             const C v = C(in[h * p.w + w]);
-            if (!std::isnan(best_value) && (v > best_value || std::isnan(v))) {
-              best = h * p.w + w;
-              best_value = v;
-            }
+            const bool take = (!std::isnan(best_value)) & ((v > best_value) | std::isnan(v));
+            best = select_bits(take, h * p.w + w, best);
+            best_value = select_bits(take, v, best_value);
           }
         }
         const int64_t o = plane * oh * ow + i * ow + j;

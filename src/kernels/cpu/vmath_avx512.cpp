@@ -1,0 +1,78 @@
+// kernels/vmath.h on AVX-512 F, 16 lanes a step; the tail goes to the scalar kernels, which
+// compute the same bits.
+#include <immintrin.h>
+
+#include "kernels/vmath.h"
+
+namespace mixp::kernels::avx512 {
+namespace {
+
+using namespace vmath;
+
+// Static so that no inline function is shared with other translation units.
+static __m512 exp16(__m512 x) {
+  // min and max return their second operand when either is NaN: constant first keeps NaN.
+  x = _mm512_max_ps(_mm512_set1_ps(kExpMin), _mm512_min_ps(_mm512_set1_ps(kExpMax), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  p = _mm512_fmadd_ps(p, r, one);
+  p = _mm512_fmadd_ps(p, r, one);
+  return _mm512_scalef_ps(p, n);
+}
+
+static __m512 gelu_sigmoid16(__m512 x, __m512& x2, __m512& e) {
+  x2 = _mm512_mul_ps(x, x);
+  const __m512 u = _mm512_mul_ps(_mm512_set1_ps(kGeluK),
+                                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluA), x2), x, x));
+  e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
+}  // namespace
+
+void exp_f32(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+  // The tail masked rather than scalar: attention's causal rows are short, and the scalar
+  // kernel's std::fma is a libm call where FMA is not a compile-time ISA. Same bits per lane.
+  if (i < n) {
+    const __mmask16 tail = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, tail, exp16(_mm512_maskz_loadu_ps(tail, x + i)));
+  }
+}
+
+void gelu_tanh_f32(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    __m512 x2, e;
+    const __m512 s = gelu_sigmoid16(v, x2, e);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, s));
+  }
+  ref::gelu_tanh_f32(x + i, y + i, n - i);
+}
+
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    __m512 x2, e;
+    const __m512 s = gelu_sigmoid16(v, x2, e);
+    const __m512 du =
+        _mm512_mul_ps(_mm512_set1_ps(kGeluK), _mm512_fmadd_ps(_mm512_set1_ps(kGeluA3), x2, one));
+    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), v),
+                                   _mm512_min_ps(_mm512_mul_ps(e, s), one));  // inf * 0 -> 1
+    const __m512 d = _mm512_mul_ps(s, _mm512_fmadd_ps(t, du, one));
+    _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), d));
+  }
+  ref::gelu_tanh_backward_f32(g + i, x + i, dx + i, n - i);
+}
+
+}  // namespace mixp::kernels::avx512

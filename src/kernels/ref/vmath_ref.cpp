@@ -1,0 +1,62 @@
+// The scalar versions of kernels/vmath.h: the bits every ISA's kernel gives. Each step is one
+// correctly rounded fp32 operation (std::fma, std::nearbyint, std::ldexp), as in the vector
+// kernels.
+#include <cmath>
+
+#include "kernels/vmath.h"
+
+namespace mixp::kernels::ref {
+namespace {
+
+using namespace vmath;
+
+float exp1(float x) {
+  // The clamp keeps NaN: std::fmin/fmax would replace it.
+  if (!(x <= kExpMax)) x = std::isnan(x) ? x : kExpMax;
+  if (!(x >= kExpMin)) x = std::isnan(x) ? x : kExpMin;
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kExpPoly[0];
+  for (int k = 1; k < 6; ++k) p = std::fma(p, r, kExpPoly[k]);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  return std::isnan(n) ? n : std::ldexp(p, int(n));
+}
+
+// sigmoid(2u) of gelu_tanh, with x^2 and e = e^(-2u) (1 - s = e s without cancellation).
+float gelu_sigmoid(float x, float& x2, float& e) {
+  x2 = x * x;
+  const float u = kGeluK * std::fma(kGeluA * x2, x, x);
+  e = exp1(-2.0f * u);
+  return 1.0f / (1.0f + e);
+}
+
+}  // namespace
+
+void exp_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp1(x[i]);
+}
+
+void gelu_tanh_f32(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float x2, e;
+    const float s = gelu_sigmoid(x[i], x2, e);
+    y[i] = x[i] * s;
+  }
+}
+
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    float x2, e;
+    const float s = gelu_sigmoid(v, x2, e);
+    const float du = kGeluK * std::fma(kGeluA3, x2, 1.0f);
+    // e * s is inf * 0 once e^(-2u) overflows, where 1 - s is 1: vminps(e s, 1) semantics.
+    const float es = e * s, one_minus_s = es < 1.0f ? es : 1.0f;
+    const float d = s * std::fma(2.0f * v * one_minus_s, du, 1.0f);
+    dx[i] = g[i] * d;
+  }
+}
+
+}  // namespace mixp::kernels::ref

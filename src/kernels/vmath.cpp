@@ -1,0 +1,24 @@
+// The kernels of kernels/vmath.h for the active ISA.
+#include "kernels/vmath.h"
+
+#include "mixp/cpu.h"
+
+namespace mixp::kernels {
+namespace {
+bool use_avx512() { return active_isa() >= Isa::avx512; }
+}  // namespace
+
+void gelu_tanh_f32(const float* x, float* y, int64_t n) {
+  use_avx512() ? avx512::gelu_tanh_f32(x, y, n) : ref::gelu_tanh_f32(x, y, n);
+}
+
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n) {
+  use_avx512() ? avx512::gelu_tanh_backward_f32(g, x, dx, n)
+               : ref::gelu_tanh_backward_f32(g, x, dx, n);
+}
+
+void exp_f32(const float* x, float* y, int64_t n) {
+  use_avx512() ? avx512::exp_f32(x, y, n) : ref::exp_f32(x, y, n);
+}
+
+}  // namespace mixp::kernels

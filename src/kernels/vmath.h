@@ -1,0 +1,55 @@
+// Vectorized fp32 math over contiguous buffers, for the ops whose scalar libm calls dominated
+// the profile (gelu_tanh's tanhf and expm1f, docs/performance.md). Private to mixp.
+//
+// exp: x = n ln2 + r with n = nearest(x log2 e) and r by a two-part ln2 (Cody and Waite), so
+// |r| <= ln2 / 2; e^r by its Taylor polynomial of degree 7 (truncation below 2^-27 relative)
+// in fused multiply-adds; then r scaled by 2^n in one correctly rounded step (vscalefps,
+// ldexp), which keeps subnormal results. Inputs are clamped to [-150, 128] first, where the
+// result is already 0 or inf; NaN stays NaN.
+//
+// gelu_tanh: 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x +
+// 0.044715 x^3): one exp and one division, and no cancellation in 1 + tanh(u) for negative x.
+// Its derivative is s (1 + 2 x (1 - s) du/dx) with s = sigmoid(2u), and 1 - s = e^(-2u) s.
+//
+// Every ISA gives the same bits: the AVX-512 kernels run the operations of the scalar ones in
+// kernels/ref (vmath_ref.cpp), in the same order, each correctly rounded.
+#pragma once
+
+#include <cstdint>
+
+namespace mixp::kernels {
+
+/// y[i] = gelu_tanh(x[i]); y may be x.
+void gelu_tanh_f32(const float* x, float* y, int64_t n);
+/// dx[i] = g[i] * gelu_tanh'(x[i]); dx may be g or x.
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+/// y[i] = e^x[i]; y may be x.
+void exp_f32(const float* x, float* y, int64_t n);
+
+namespace ref {
+void gelu_tanh_f32(const float* x, float* y, int64_t n);
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+void exp_f32(const float* x, float* y, int64_t n);
+}  // namespace ref
+
+namespace avx512 {
+void gelu_tanh_f32(const float* x, float* y, int64_t n);
+void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+void exp_f32(const float* x, float* y, int64_t n);
+}  // namespace avx512
+
+/// The constants both versions share (constexpr, so no inline function crosses ISA files).
+namespace vmath {
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693145751953125f;       // 0x3f317200: n * kLn2Hi is exact
+inline constexpr float kLn2Lo = 1.42860682030941723e-6f;  // ln 2 - kLn2Hi
+inline constexpr float kExpMin = -150.0f, kExpMax = 128.0f;
+// 1/k! for k = 7 down to 2: the Horner order.
+inline constexpr float kExpPoly[6] = {1.0f / 5040, 1.0f / 720, 1.0f / 120,
+                                      1.0f / 24,   1.0f / 6,   1.0f / 2};
+inline constexpr float kGeluK = 0.797884560802865356f;  // sqrt(2 / pi)
+inline constexpr float kGeluA = 0.044715f;
+inline constexpr float kGeluA3 = 3 * 0.044715f;
+}  // namespace vmath
+
+}  // namespace mixp::kernels

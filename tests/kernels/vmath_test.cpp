@@ -1,0 +1,118 @@
+// Vectorized fp32 math (kernels/vmath.h): every ISA path gives the bits of the scalar kernels,
+// and those stay within tolerance(f32) of the formulas computed in double.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/vmath.h"
+#include "mixp/cpu.h"
+#include "mixp/random.h"
+#include "support/tolerance.h"
+
+namespace mixp {
+namespace {
+
+// A dense sweep of [-20, 20], the edges of exp's range (overflow near 88.7, subnormal results
+// below -87.3, zero below -103.9), signed zeros, infinities, NaN and random normals.
+std::vector<float> inputs() {
+  std::vector<float> xs;
+  for (int i = -200000; i <= 200000; ++i) xs.push_back(float(i) * 1e-4f);
+  for (float x = -110.f; x <= 95.f; x += 0.01f) xs.push_back(x);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float x : {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f,
+                  88.72283f, 88.72284f, -87.33654f, -103.97208f, -149.f, 127.9f, 1e30f, -1e30f})
+    xs.push_back(x);
+  Philox rng(PhiloxState{5, 0, 0});
+  for (int i = 0; i < 4099; ++i) xs.push_back(float(3.0 * rng.normal()));
+  return xs;
+}
+
+using Kernel1 = void (*)(const float*, float*, int64_t);
+
+// The kernel at every ISA, at awkward lengths and offsets, against the scalar kernel's bits.
+void expect_same_bits_on_every_isa(Kernel1 kernel, Kernel1 scalar) {
+  const std::vector<float> x = inputs();
+  std::vector<float> want(x.size());
+  scalar(x.data(), want.data(), int64_t(x.size()));
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    for (const auto& [offset, n] : std::vector<std::pair<size_t, size_t>>{
+             {0, x.size()}, {3, 1}, {5, 15}, {7, 17}, {1, 1000}}) {
+      std::vector<float> got(n);
+      kernel(x.data() + offset, got.data(), int64_t(n));
+      ASSERT_EQ(std::memcmp(got.data(), want.data() + offset, n * sizeof(float)), 0)
+          << name_of(isa) << ", offset " << offset << ", n " << n;
+    }
+  }
+}
+
+void gelu_backward_of_ones(const float* x, float* dx, int64_t n) {
+  const std::vector<float> g(static_cast<size_t>(n), 1.0f);
+  kernels::gelu_tanh_backward_f32(g.data(), x, dx, n);
+}
+void gelu_backward_of_ones_ref(const float* x, float* dx, int64_t n) {
+  const std::vector<float> g(static_cast<size_t>(n), 1.0f);
+  kernels::ref::gelu_tanh_backward_f32(g.data(), x, dx, n);
+}
+
+TEST(Vmath, EveryIsaGivesTheScalarBits) {
+  expect_same_bits_on_every_isa(kernels::exp_f32, kernels::ref::exp_f32);
+  expect_same_bits_on_every_isa(kernels::gelu_tanh_f32, kernels::ref::gelu_tanh_f32);
+  expect_same_bits_on_every_isa(gelu_backward_of_ones, gelu_backward_of_ones_ref);
+}
+
+// |got - want| within tolerance(f32) for every input whose double result is finite; the
+// others must match in class (inf with the same sign, NaN).
+template <typename Want>
+void expect_close(Kernel1 kernel, Want want_of) {
+  const std::vector<float> x = inputs();
+  std::vector<float> got(x.size());
+  kernel(x.data(), got.data(), int64_t(x.size()));
+  const test::Tolerance tol = test::tolerance(DType::f32);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = want_of(double(x[i]));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << "x = " << x[i];
+    } else if (std::isinf(want) || std::fabs(want) > std::numeric_limits<float>::max()) {
+      EXPECT_EQ(double(got[i]), want > 0 ? INFINITY : -INFINITY) << "x = " << x[i];
+    } else {
+      ASSERT_LE(std::fabs(double(got[i]) - want), tol.atol + tol.rtol * std::fabs(want))
+          << "x = " << x[i] << ": got " << got[i] << ", want " << want;
+    }
+  }
+}
+
+double gelu_tanh_double(double x) {
+  const double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * (1 + std::tanh(u));  // NaN at -inf (-inf * 0), as the op's reference
+}
+
+double gelu_tanh_grad_double(double x) {
+  const double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x);
+  const double t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+}
+
+TEST(Vmath, ExpIsWithinToleranceOfDouble) {
+  expect_close(kernels::exp_f32, [](double x) { return std::exp(x); });
+}
+
+TEST(Vmath, GeluTanhIsWithinToleranceOfDouble) {
+  expect_close(kernels::gelu_tanh_f32, gelu_tanh_double);
+}
+
+TEST(Vmath, GeluTanhBackwardIsWithinToleranceOfDouble) {
+  // Beyond 1e12 in magnitude x^2 overflows in fp32 (so does the formula in fp32): NaN.
+  expect_close(gelu_backward_of_ones, [](double x) {
+    return std::fabs(x) > 1e12 ? std::numeric_limits<double>::quiet_NaN()
+                               : gelu_tanh_grad_double(x);
+  });
+}
+
+}  // namespace
+}  // namespace mixp
