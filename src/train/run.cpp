@@ -244,6 +244,9 @@ std::string run_config_json(const RunConfig& c) {
                               {"checkpoint_every", t.checkpoint_every},
                               {"keep_checkpoints", t.keep_checkpoints},
                               {"scaler_growth_interval", t.scaler_growth_interval},
+                              {"scaler_underflow_fraction", t.scaler_underflow_fraction},
+                              {"scaler_underflow_check_interval",
+                               t.scaler_underflow_check_interval},
                               {"on_nonfinite", name_of(t.on_nonfinite)}}}};
   return j.dump();
 }
@@ -275,6 +278,10 @@ RunConfig run_config_from_json(const std::string& text) {
     c.train.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
     c.train.keep_checkpoints = t.at("keep_checkpoints").get<int>();
     c.train.scaler_growth_interval = t.at("scaler_growth_interval").get<int64_t>();
+    // Absent from checkpoints written before underflow-aware growth existed: off.
+    c.train.scaler_underflow_fraction = t.value("scaler_underflow_fraction", 0.0);
+    c.train.scaler_underflow_check_interval =
+        t.value("scaler_underflow_check_interval", int64_t{1});
     c.train.on_nonfinite = parse_on_nonfinite(t.value("on_nonfinite", std::string("stop")));
   } catch (const nlohmann::json::exception& e) {
     MIXP_CHECK(false, "run config: ", e.what());

@@ -362,9 +362,11 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
                                  .total_steps = total});
   MIXP_CHECK(o.scaler_growth_interval >= 0, "train: scaler_growth_interval must be >= 0, got ",
              o.scaler_growth_interval);
-  amp::GradScaler scaler = o.scaler_growth_interval > 0
-                               ? preset.make_scaler({.growth_interval = o.scaler_growth_interval})
-                               : preset.make_scaler();
+  amp::GradScalerOptions scaler_options;
+  if (o.scaler_growth_interval > 0) scaler_options.growth_interval = o.scaler_growth_interval;
+  scaler_options.underflow_fraction = o.scaler_underflow_fraction;
+  scaler_options.underflow_check_interval = o.scaler_underflow_check_interval;
+  amp::GradScaler scaler = preset.make_scaler(scaler_options);  // validates the options
   MIXP_CHECK(o.checkpoint_every >= 0, "train: checkpoint_every must be >= 0, got ",
              o.checkpoint_every);
   MIXP_CHECK(o.keep_checkpoints >= 1, "train: keep_checkpoints must be >= 1, got ",

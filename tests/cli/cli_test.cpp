@@ -519,6 +519,37 @@ TEST_F(Cli, TrainsTheDeepMlpOnItsSyntheticRegression) {
   EXPECT_NE(slurp(out / "loss.svg").find("mean squared error"), std::string::npos);
 }
 
+// --underflow-growth reaches GradScalerOptions::underflow_fraction: on the deep narrow model,
+// whose gradients flush in fp16 even at 2^16, the scale grows (until the counted weight
+// gradients flush less than the fraction), while the fixed interval of 2000 steps leaves it
+// where it started. The setting is part of the run: a
+// resume keeps it and refuses another value.
+TEST_F(Cli, UnderflowGrowthGrowsTheLossScaleOfTheDeepMlp) {
+  auto final_scale = [&](const std::string& flags, const fs::path& out) {
+    const CliResult r = mixp("train --model deep-mlp --precision amp-fp16 --steps 6 --lr 1e-5 " +
+                             flags + " --out '" + out.string() + "'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json_number(slurp(out / "summary.json"), "final_loss_scale");
+  };
+  const double fixed = final_scale("", dir_ / "fixed");
+  EXPECT_EQ(fixed, 65536.0);
+  const double aware =
+      final_scale("--underflow-growth 0.01 --checkpoint-every 3", dir_ / "aware");
+  EXPECT_GE(aware, 2 * fixed);
+
+  const CliResult other = mixp("train --resume '" + (dir_ / "aware").string() +
+                               "' --underflow-growth 0.5");
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("--underflow-growth 0.5 differs from the run's 0.01"),
+            std::string::npos)
+      << other.err;
+  const CliResult bad = mixp("train --model deep-mlp --precision amp-fp16 --steps 1 "
+                             "--underflow-growth 1.5 --out '" + (dir_ / "bad").string() + "'");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--underflow-growth must be in [0, 1), got 1.5"), std::string::npos)
+      << bad.err;
+}
+
 TEST_F(Cli, BadDataGetsAMessageNamingTheFileAndStatus2) {
   const fs::path images = dir_ / "idx";
   fs::create_directories(images);

@@ -60,6 +60,8 @@ struct TrainCommandOptions {
   int64_t checkpoint_every = 0;       ///< train: steps between checkpoints; 0: none
   std::string resume;                 ///< train: continue the run in this folder
   std::string on_nonfinite = "stop";  ///< train: stop or skip (TrainOptions::on_nonfinite)
+  double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
+  int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
   /// --resume compares them with the run's own settings.
   std::vector<std::string> given;

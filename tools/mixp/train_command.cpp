@@ -56,6 +56,12 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option(
       "--context", o.context,
       "language models: characters per sequence (default 256 for gpt, 128 for lstm)");
+  command.add_option("--underflow-growth", o.underflow_growth,
+                     "loss-scaled presets (amp-fp16, fp16): also grow the loss scale when more "
+                     "than this fraction of the scaled gradients would flush to zero in fp16, "
+                     "never past the largest overflow-free scale seen (default 0: off)");
+  command.add_option("--underflow-check-every", o.underflow_check_every,
+                     "steps between the counts of --underflow-growth (default 1)");
   if (!compare) {
     command.add_option("--checkpoint-every", o.checkpoint_every,
                        "steps between checkpoints in the run folder (default: none; the "
@@ -111,6 +117,12 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.eval_interval = o.eval_interval;
   c.train.log_interval = o.log_interval;
   c.train.on_nonfinite = train::parse_on_nonfinite(o.on_nonfinite);
+  MIXP_CHECK(o.underflow_growth >= 0.0 && o.underflow_growth < 1.0,
+             "--underflow-growth must be in [0, 1), got ", o.underflow_growth);
+  MIXP_CHECK(o.underflow_check_every >= 1, "--underflow-check-every must be at least 1, got ",
+             o.underflow_check_every);
+  c.train.scaler_underflow_fraction = o.underflow_growth;
+  c.train.scaler_underflow_check_interval = o.underflow_check_every;
   return c;
 }
 
@@ -177,6 +189,12 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--width", number(fresh.model.width), number(c.model.width));
   same("--context", number(fresh.model.context), number(c.model.context));
   same("--out", o.out, c.train.out_dir);
+  std::ostringstream asked_fraction, stored_fraction;
+  asked_fraction << o.underflow_growth;
+  stored_fraction << c.train.scaler_underflow_fraction;
+  same("--underflow-growth", asked_fraction.str(), stored_fraction.str());
+  same("--underflow-check-every", number(o.underflow_check_every),
+       number(c.train.scaler_underflow_check_interval));
 
   auto apply = [&](const char* flag, auto& setting, auto value, const char* note) {
     if (!given(flag) || setting == value) return;

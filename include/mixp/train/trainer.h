@@ -169,6 +169,11 @@ struct TrainOptions {
   /// > 0: the GradScaler's growth_interval instead of the preset's (tests of resumption with
   /// the scaler mid-growth).
   int64_t scaler_growth_interval = 0;
+  /// > 0: the GradScaler's underflow-aware growth (GradScalerOptions::underflow_fraction):
+  /// the scale also grows when more than this fraction of the scaled gradients would flush
+  /// to zero in fp16, counted every scaler_underflow_check_interval steps.
+  double scaler_underflow_fraction = 0.0;
+  int64_t scaler_underflow_check_interval = 1;
   /// Called after every step; when it returns true the trainer writes a checkpoint (out_dir
   /// must be set), stops and returns with TrainResult::stopped. The CLI's SIGINT and SIGTERM
   /// handlers set the flag it reads.
