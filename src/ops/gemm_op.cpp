@@ -44,13 +44,16 @@ Tensor product(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, co
 }
 
 // Rows of C computed per pass when C rounds to a narrower dtype: the fp32 product then exists
-// for one block of at most 4 MiB at a time, not whole (a bf16 gpt step's peak held the fp32
-// product of its widest layer, 24 MiB, beside that layer's bf16 result). Multiples of 64 rows
-// keep the blocks aligned to the matmul's tiles. Each element's sum is the same either way.
+// for one block of at most about 8 MiB at a time, not whole (a bf16 gpt step's peak held the
+// fp32 product of its widest layer, 24 MiB, beside that layer's bf16 result). The blocks are
+// of equal size, in multiples of 64 rows, and as few as the bound allows: smaller ones made
+// the gpt step slower (more calls, each repacking B). Each element's sum is the same either way.
 int64_t rows_per_block(const kernels::GemmShape& s) {
-  constexpr int64_t kBlockBytes = int64_t(4) << 20;
-  const int64_t rows = kBlockBytes / (std::max<int64_t>(s.n, 1) * int64_t(sizeof(float)));
-  return std::max<int64_t>(64, rows / 64 * 64);
+  constexpr int64_t kBlockBytes = int64_t(8) << 20;
+  const int64_t bytes = s.m * std::max<int64_t>(s.n, 1) * int64_t(sizeof(float));
+  const int64_t blocks = (bytes + kBlockBytes - 1) / kBlockBytes;
+  const int64_t rows = (s.m + blocks - 1) / std::max<int64_t>(blocks, 1);
+  return (rows + 63) / 64 * 64;
 }
 
 }  // namespace

@@ -121,11 +121,11 @@ Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
 // (batch, head) pairs per chunk of the fast path. The T x T scores (and in backward their
 // gradient) exist for one chunk at a time instead of for every pair at once: with nanoGPT's
 // shape (96 pairs of 256 x 256) they were 24 MiB each, two of them alive at the peak of a bf16
-// step's backward. At most 4 MiB of scores a chunk (counted at 8 bytes an element, f64's size;
-// 2 MiB in fp32) keeps them in the last-level cache too. The pairs are independent, so
-// chunking changes no result.
+// step's backward. At most 16 MiB of scores a chunk, counted at 8 bytes an element (f64's
+// size; 8 MiB in fp32): smaller chunks made the gpt step slower (more, smaller products). The
+// pairs are independent, so chunking changes no result.
 int64_t pairs_per_chunk(const Dims& d) {
-  constexpr int64_t kChunkBytes = int64_t(4) << 20;
+  constexpr int64_t kChunkBytes = int64_t(16) << 20;
   const int64_t per_pair = d.t * d.t * int64_t(sizeof(double));
   return std::clamp<int64_t>(kChunkBytes / per_pair, 1, d.bh);
 }
