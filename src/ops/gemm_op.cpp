@@ -1,16 +1,19 @@
 #include "ops/gemm_op.h"
 
+#include <algorithm>
+
 #include "ops/op_helpers.h"
 
 namespace mixp::ops::detail {
 
-Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
-            DType out_dtype, const Tensor& bias) {
-  NoGradGuard no_grad;
+namespace {
+
+// op(a) op(b) (+ bias) in the accumulation dtype, allocated with `tag`.
+Tensor product(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
+               const Tensor& bias, MemoryTag tag) {
   const DType in = a.dtype();
   const DType acc = in == DType::f64 ? DType::f64 : DType::f32;
-  const bool direct = out_dtype == acc;
-  Tensor c = direct ? empty(out_shape, acc) : empty(out_shape, acc, MemoryTag::workspace);
+  Tensor c = empty(out_shape, acc, tag);
   if (reference_mode() || in == DType::f64) {
     kernels::gemm_reference(s, in, a.raw_data(), b.raw_data(), c.raw_data());
   } else if (in == DType::f32 || (in == DType::bf16 && kernels::gemm_fast_has_bf16())) {
@@ -37,7 +40,44 @@ Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const
     else
       add_rows.operator()<float>();
   }
-  return direct ? c : c.to(out_dtype).detach();
+  return c;
+}
+
+// Rows of C computed per pass when C rounds to a narrower dtype: the fp32 product then exists
+// for one block of at most about 8 MiB at a time, not whole (a bf16 gpt step's peak held the
+// fp32 product of its widest layer, 24 MiB, beside that layer's bf16 result). The blocks are
+// of equal size, in multiples of 64 rows, and as few as the bound allows: smaller ones made
+// the gpt step slower (more calls, each repacking B). Each element's sum is the same either way.
+int64_t rows_per_block(const kernels::GemmShape& s) {
+  constexpr int64_t kBlockBytes = int64_t(8) << 20;
+  const int64_t bytes = s.m * std::max<int64_t>(s.n, 1) * int64_t(sizeof(float));
+  const int64_t blocks = (bytes + kBlockBytes - 1) / kBlockBytes;
+  const int64_t rows = (s.m + blocks - 1) / std::max<int64_t>(blocks, 1);
+  return (rows + 63) / 64 * 64;
+}
+
+}  // namespace
+
+Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
+            DType out_dtype, const Tensor& bias) {
+  NoGradGuard no_grad;
+  const DType acc = a.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (out_dtype == acc) return product(s, a, b, out_shape, bias, MemoryTag::activation);
+  const int64_t rows = rows_per_block(s);
+  if (s.batch != 1 || s.trans_a || rows >= s.m) {
+    return product(s, a, b, out_shape, bias, MemoryTag::workspace).to(out_dtype).detach();
+  }
+  // Rows of A (stored [m, k]) and of C are contiguous: compute and round block by block.
+  Tensor out = empty(out_shape, out_dtype);
+  const Tensor a2 = a.view(Shape{s.m, s.k}), out2 = out.view(Shape{s.m, s.n});
+  for (int64_t begin = 0; begin < s.m; begin += rows) {
+    kernels::GemmShape part = s;
+    part.m = std::min(rows, s.m - begin);
+    out2.slice(begin, begin + part.m)
+        .copy_(product(part, a2.slice(begin, begin + part.m), b, Shape{part.m, s.n}, bias,
+                       MemoryTag::workspace));
+  }
+  return out;
 }
 
 }  // namespace mixp::ops::detail

@@ -10,6 +10,7 @@
 // Under an enabled amp::Fp8Autocast scope the six products run as FP8 GEMMs (fp8_attention
 // below): q, k, v and P quantized to the input format, dO and dS to the gradient format, each
 // in the layout its product reduces along; the softmax and dS stay fp32.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -117,39 +118,86 @@ Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
                       accumulation_dtype(q.dtype()));
 }
 
+// (batch, head) pairs per chunk of the fast path. The T x T scores (and in backward their
+// gradient) exist for one chunk at a time instead of for every pair at once: with nanoGPT's
+// shape (96 pairs of 256 x 256) they were 24 MiB each, two of them alive at the peak of a bf16
+// step's backward. At most 16 MiB of scores a chunk, counted at 8 bytes an element (f64's
+// size; 8 MiB in fp32): smaller chunks made the gpt step slower (more, smaller products). The
+// pairs are independent, so chunking changes no result.
+int64_t pairs_per_chunk(const Dims& d) {
+  constexpr int64_t kChunkBytes = int64_t(16) << 20;
+  const int64_t per_pair = d.t * d.t * int64_t(sizeof(double));
+  return std::clamp<int64_t>(kChunkBytes / per_pair, 1, d.bh);
+}
+
+// Calls body(begin, end, dims of the chunk) for consecutive chunks of the (batch, head) pairs.
+template <typename Body>
+void for_chunks(const Dims& d, Body body) {
+  const int64_t step = pairs_per_chunk(d);
+  for (int64_t begin = 0; begin < d.bh; begin += step) {
+    Dims c = d;
+    c.bh = std::min(step, d.bh - begin);
+    body(begin, begin + c.bh, c);
+  }
+}
+
 Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, Tensor& lse) {
   NoGradGuard no_grad;
   const DType acc = accumulation_dtype(q.dtype());
-  Tensor p = scores(q, k, d);
+  const Shape s3{d.bh, d.t, d.dh};
+  const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3);
+  Tensor out = detail::empty_like(q);
+  const Tensor out3 = out.view(s3);
   lse = empty(Shape{d.bh, d.t}, acc);
-  visit_accumulation(acc, [&]<typename A>() {
-    softmax_rows<A>(p.data<A>(), lse.data<A>(), d, inverse_sqrt_head_size<A>(d));
+  for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
+    Tensor p = scores(q3.slice(begin, end), k3.slice(begin, end), c);
+    Tensor lse_c = lse.slice(begin, end);
+    visit_accumulation(acc, [&]<typename A>() {
+      softmax_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
+    });
+    out3.slice(begin, end).copy_(detail::gemm({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh}, p,
+                                              wide(v3.slice(begin, end)),
+                                              Shape{c.bh, c.t, c.dh}, q.dtype()));
   });
-  return detail::gemm({d.bh, d.t, d.dh, d.t, false, false, d.bh, d.bh}, p, wide(v), q.shape(),
-                      q.dtype());
+  return out;
 }
 
 std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& lse, const Tensor& g, const Dims& d,
                                   const bool need[3]) {
   const DType acc = accumulation_dtype(q.dtype());
-  const kernels::GemmShape transposed_a{d.bh, d.t, d.dh, d.t, true, false, d.bh, d.bh};
-  const kernels::GemmShape plain{d.bh, d.t, d.dh, d.t, false, false, d.bh, d.bh};
-  Tensor p = scores(q, k, d);
+  const Shape s3{d.bh, d.t, d.dh};
+  const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3), g3 = g.view(s3);
   const Tensor lse_acc = lse.to(acc).detach();
-  visit_accumulation(acc, [&]<typename A>() {
-    probabilities_rows<A>(p.data<A>(), lse_acc.data<A>(), d, inverse_sqrt_head_size<A>(d));
-  });
   std::vector<Tensor> result(3);
-  if (need[2]) result[2] = detail::gemm(transposed_a, p, wide(g), v.shape(), v.dtype());
-  if (!need[0] && !need[1]) return result;
-  Tensor ds = detail::gemm({d.bh, d.t, d.t, d.dh, false, true, d.bh, d.bh}, g, v,
-                           Shape{d.bh, d.t, d.t}, acc);
-  visit_accumulation(acc, [&]<typename A>() {
-    score_grad_rows<A>(p.data<A>(), ds.data<A>(), d, inverse_sqrt_head_size<A>(d));
+  const Tensor* inputs[3] = {&q, &k, &v};
+  for (size_t i = 0; i < 3; ++i) {
+    if (need[i]) result[i] = detail::empty_like(*inputs[i]);
+  }
+  for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
+    const kernels::GemmShape transposed_a{c.bh, c.t, c.dh, c.t, true, false, c.bh, c.bh};
+    const kernels::GemmShape plain{c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh};
+    const Shape out_shape{c.bh, c.t, c.dh};
+    const Tensor qc = q3.slice(begin, end), kc = k3.slice(begin, end);
+    const Tensor vc = v3.slice(begin, end), gc = g3.slice(begin, end);
+    const Tensor lse_c = lse_acc.slice(begin, end);
+    auto store = [&](size_t i, const Tensor& part) {
+      result[i].view(s3).slice(begin, end).copy_(part);
+    };
+    Tensor p = scores(qc, kc, c);
+    visit_accumulation(acc, [&]<typename A>() {
+      probabilities_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
+    });
+    if (need[2]) store(2, detail::gemm(transposed_a, p, wide(gc), out_shape, v.dtype()));
+    if (!need[0] && !need[1]) return;
+    Tensor ds = detail::gemm({c.bh, c.t, c.t, c.dh, false, true, c.bh, c.bh}, gc, vc,
+                             Shape{c.bh, c.t, c.t}, acc);
+    visit_accumulation(acc, [&]<typename A>() {
+      score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c));
+    });
+    if (need[0]) store(0, detail::gemm(plain, ds, wide(kc), out_shape, q.dtype()));
+    if (need[1]) store(1, detail::gemm(transposed_a, ds, wide(qc), out_shape, k.dtype()));
   });
-  if (need[0]) result[0] = detail::gemm(plain, ds, wide(k), q.shape(), q.dtype());
-  if (need[1]) result[1] = detail::gemm(transposed_a, ds, wide(q), k.shape(), k.dtype());
   return result;
 }
 

@@ -92,6 +92,14 @@ std::vector<OpCase> all_op_cases() {
                    {{{2, 3, 16}, any}, {{9, 16}, any}, {{9}, any}},
                    [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
                    16});
+  // A result of 600 rows of 4096 (9.4 MiB in fp32): rounded to bf16 or f16 in blocks of 320
+  // rows and then 280, each with its share of the bias. The input's gradient sums over the
+  // 4096 outputs.
+  cases.push_back({"linear/row_blocks",
+                   {{{2, 300, 3}, any}, {{4096, 3}, any}, {{4096}, any}},
+                   [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
+                   4096,
+                   false});
   cases.push_back({"linear/no_bias",
                    {{{13, 31}, any}, {{5, 31}, any}},
                    [](const V& v) { return ops::linear(v[0], v[1]); },
@@ -296,6 +304,14 @@ std::vector<OpCase> all_op_cases() {
                    {{odd, any}, {odd, any}, {odd, any}},
                    [](const V& v) { return ops::scaled_dot_product_attention(v[0], v[1], v[2]); },
                    37 * 17,
+                   false});
+  // More (batch, head) pairs than one chunk of the fast path holds (32 pairs of 256 x 256
+  // scores), and a last chunk of another size.
+  const Shape chunked{1, 33, 256, 2};
+  cases.push_back({"attention/causal/chunked",
+                   {{chunked, any}, {chunked, any}, {chunked, any}},
+                   [](const V& v) { return ops::scaled_dot_product_attention(v[0], v[1], v[2]); },
+                   256 * 2,
                    false});
   cases.push_back({"dropout/odd",
                    {{{3, 1031}, any}},
