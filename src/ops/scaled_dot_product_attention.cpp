@@ -7,6 +7,12 @@
 // Backward, with S = q k^T / sqrt(Dh), P = exp(S - lse) (0 where masked), dO the gradient:
 //   dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(P dP)) / sqrt(Dh),
 //   dQ = dS K,    dK = dS^T Q.
+// bf16 inputs (the amp-bf16 and bf16 presets): the four products with P or dS as an operand
+// (P V; P^T dO, dS K, dS^T Q) run as bf16 GEMMs accumulating in fp32, P and dS rounded once to
+// bf16 (to nearest, even) as PyTorch's bf16 matmuls see them under autocast; the softmax, the
+// log-sum-exp and dS itself (from the unrounded P) stay fp32. The reference rounds P and dS at
+// the same points. f32, f16 (no bf16-like units for f16 on the CPU) and f64 keep P and dS in
+// the accumulation dtype.
 // Under an enabled amp::Fp8Autocast scope the six products run as FP8 GEMMs (fp8_attention
 // below): q, k, v and P quantized to the input format, dO and dS to the gradient format, each
 // in the layout its product reduces along; the softmax and dS stay fp32.
@@ -110,7 +116,13 @@ A inverse_sqrt_head_size(const Dims& d) {
   return A(1.0 / std::sqrt(double(d.dh)));
 }
 
-Tensor wide(const Tensor& t) { return t.to(accumulation_dtype(t.dtype())).detach(); }
+// The dtype of the products' operands beside P and dS: bf16 for bf16 inputs (see the top), else
+// the accumulation dtype.
+DType operand_dtype(DType in) { return in == DType::bf16 ? DType::bf16 : accumulation_dtype(in); }
+
+Tensor as_operand(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : t.to(dtype).detach();
+}
 
 // q k^T for every (batch, head): [BH, T, T] in the accumulation dtype.
 Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
@@ -143,7 +155,7 @@ void for_chunks(const Dims& d, Body body) {
 
 Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, Tensor& lse) {
   NoGradGuard no_grad;
-  const DType acc = accumulation_dtype(q.dtype());
+  const DType acc = accumulation_dtype(q.dtype()), operand = operand_dtype(q.dtype());
   const Shape s3{d.bh, d.t, d.dh};
   const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3);
   Tensor out = detail::empty_like(q);
@@ -155,9 +167,10 @@ Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dim
     visit_accumulation(acc, [&]<typename A>() {
       softmax_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
     });
-    out3.slice(begin, end).copy_(detail::gemm({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh}, p,
-                                              wide(v3.slice(begin, end)),
-                                              Shape{c.bh, c.t, c.dh}, q.dtype()));
+    out3.slice(begin, end)
+        .copy_(detail::gemm({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh},
+                            as_operand(p, operand), as_operand(v3.slice(begin, end), operand),
+                            Shape{c.bh, c.t, c.dh}, q.dtype()));
   });
   return out;
 }
@@ -165,7 +178,7 @@ Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dim
 std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& lse, const Tensor& g, const Dims& d,
                                   const bool need[3]) {
-  const DType acc = accumulation_dtype(q.dtype());
+  const DType acc = accumulation_dtype(q.dtype()), operand = operand_dtype(q.dtype());
   const Shape s3{d.bh, d.t, d.dh};
   const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3), g3 = g.view(s3);
   const Tensor lse_acc = lse.to(acc).detach();
@@ -188,20 +201,36 @@ std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor
     visit_accumulation(acc, [&]<typename A>() {
       probabilities_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
     });
-    if (need[2]) store(2, detail::gemm(transposed_a, p, wide(gc), out_shape, v.dtype()));
+    if (need[2]) {
+      store(2, detail::gemm(transposed_a, as_operand(p, operand), as_operand(gc, operand),
+                            out_shape, v.dtype()));
+    }
     if (!need[0] && !need[1]) return;
     Tensor ds = detail::gemm({c.bh, c.t, c.t, c.dh, false, true, c.bh, c.bh}, gc, vc,
                              Shape{c.bh, c.t, c.t}, acc);
     visit_accumulation(acc, [&]<typename A>() {
       score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c));
     });
-    if (need[0]) store(0, detail::gemm(plain, ds, wide(kc), out_shape, q.dtype()));
-    if (need[1]) store(1, detail::gemm(transposed_a, ds, wide(qc), out_shape, k.dtype()));
+    const Tensor dso = as_operand(ds, operand);
+    if (need[0]) store(0, detail::gemm(plain, dso, as_operand(kc, operand), out_shape, q.dtype()));
+    if (need[1]) {
+      store(1, detail::gemm(transposed_a, dso, as_operand(qc, operand), out_shape, k.dtype()));
+    }
   });
   return result;
 }
 
-// ---- reference: serial, in double, rounded once ----
+// ---- reference: serial, in double, rounded once (P and dS also once for bf16) ----
+
+// P or dS as the products see it: rounded once to bf16 for bf16 inputs (see the top).
+template <typename T>
+double product_operand(double x) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return kernels::to_double(kernels::from_double<T>(x));
+  } else {
+    return x;
+  }
+}
 
 template <typename T>
 void scaled_scores_reference(const T* q, const T* k, const Dims& d, int64_t b, int64_t i,
@@ -232,7 +261,7 @@ void forward_reference(const T* q, const T* k, const T* v, const Dims& d, T* out
       scaled_scores_reference(q, k, d, b, i, s, l);
       std::fill(o.begin(), o.end(), 0.0);
       for (int64_t j = 0; j < d.visible(i); ++j) {
-        const double pj = std::exp(s[size_t(j)] - l);
+        const double pj = product_operand<T>(std::exp(s[size_t(j)] - l));
         for (int64_t c = 0; c < d.dh; ++c) {
           o[size_t(c)] += pj * kernels::to_double(v[(b * d.t + j) * d.dh + c]);
         }
@@ -271,7 +300,8 @@ void backward_reference(const T* q, const T* k, const T* v, const T* g, const Di
         dot += s[size_t(j)] * acc;
       }
       for (int64_t j = 0; j < n; ++j) {
-        const double pj = s[size_t(j)], ds = pj * (dp[size_t(j)] - dot) * scale;
+        const double pj = product_operand<T>(s[size_t(j)]);
+        const double ds = product_operand<T>(s[size_t(j)] * (dp[size_t(j)] - dot) * scale);
         for (int64_t c = 0; c < d.dh; ++c) {
           aq[size_t(at(b, i, c))] += ds * kernels::to_double(k[at(b, j, c)]);
           ak[size_t(at(b, j, c))] += ds * kernels::to_double(q[at(b, i, c)]);
@@ -315,7 +345,6 @@ struct AttentionBackward : autograd::Node {
   }
 };
 
-
 // ---- fp8: the products by amp::fp8_gemm, quantized per the state's recipe ----
 
 constexpr amp::Fp8Role kAttentionRoles[] = {amp::Fp8Role::input,    amp::Fp8Role::input,
@@ -332,9 +361,8 @@ struct Fp8Quantizer {
   amp::Fp8Tensor operator()(const Tensor& t, Fp8Slot slot, bool record_amax) const {
     amp::Fp8Meta& meta = site->metas[size_t(slot)];
     const float scale = slot >= slot_do ? meta.scale : scales[slot];
-    const amp::Fp8Tensor q =
-        amp::quantize(t, amp::fp8_dtype(recipe.format, meta.role),
-                      detail::activation_scaling(recipe.scaling), scale);
+    const amp::Fp8Tensor q = amp::quantize(t, amp::fp8_dtype(recipe.format, meta.role),
+                                           detail::activation_scaling(recipe.scaling), scale);
     if (record_amax && record) meta.record(q.amax);
     return q;
   }
@@ -369,8 +397,8 @@ struct Fp8AttentionBackward : autograd::Node {
     const Shape s3{d.bh, d.t, d.dh};
     const Tensor q3 = qv.view(s3), k3 = kv.view(s3), v3 = vv.view(s3);
     Tensor l = lv;
-    const Tensor p = fp8_probabilities(quant(q3, slot_q, false), quant(k3, slot_k, false), d, l,
-                                       false);
+    const Tensor p =
+        fp8_probabilities(quant(q3, slot_q, false), quant(k3, slot_k, false), d, l, false);
     const Tensor g = grads[0].view(s3);
     std::vector<Tensor> result(3);
     const amp::Fp8Tensor qg = quant(g, slot_do, true);
@@ -444,8 +472,8 @@ Tensor fp8_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     const Shape s3{d.bh, d.t, d.dh};
     const Tensor p = fp8_probabilities(quant(q.view(s3), slot_q, true),
                                        quant(k.view(s3), slot_k, true), d, lse, true);
-    const Tensor o = amp::fp8_gemm(quant(p, slot_p, true),
-                                   quant(transpose_last2(v.view(s3)), slot_v, true));
+    const Tensor o =
+        amp::fp8_gemm(quant(p, slot_p, true), quant(transpose_last2(v.view(s3)), slot_v, true));
     out = as_dtype(o, q.shape(), out_dtype);
   }
   if (auto node = autograd::make_node<Fp8AttentionBackward>(op, {&q, &k, &v})) {
