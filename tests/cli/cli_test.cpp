@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dataset/files.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/cpu.h"
 #include "mixp/io/checkpoint.h"
@@ -533,18 +534,18 @@ TEST_F(Cli, UnderflowGrowthGrowsTheLossScaleOfTheDeepMlp) {
   };
   const double fixed = final_scale("", dir_ / "fixed");
   EXPECT_EQ(fixed, 65536.0);
-  const double aware =
-      final_scale("--underflow-growth 0.01 --checkpoint-every 3", dir_ / "aware");
+  const double aware = final_scale("--underflow-growth 0.01 --checkpoint-every 3", dir_ / "aware");
   EXPECT_GE(aware, 2 * fixed);
 
-  const CliResult other = mixp("train --resume '" + (dir_ / "aware").string() +
-                               "' --underflow-growth 0.5");
+  const CliResult other =
+      mixp("train --resume '" + (dir_ / "aware").string() + "' --underflow-growth 0.5");
   EXPECT_EQ(other.status, 2);
-  EXPECT_NE(other.err.find("--underflow-growth 0.5 differs from the run's 0.01"),
-            std::string::npos)
+  EXPECT_NE(other.err.find("--underflow-growth 0.5 differs from the run's 0.01"), std::string::npos)
       << other.err;
-  const CliResult bad = mixp("train --model deep-mlp --precision amp-fp16 --steps 1 "
-                             "--underflow-growth 1.5 --out '" + (dir_ / "bad").string() + "'");
+  const CliResult bad = mixp(
+      "train --model deep-mlp --precision amp-fp16 --steps 1 "
+      "--underflow-growth 1.5 --out '" +
+      (dir_ / "bad").string() + "'");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--underflow-growth must be in [0, 1), got 1.5"), std::string::npos)
       << bad.err;
@@ -689,38 +690,24 @@ TEST_F(CliCheckpoint, ResumeOfAFolderWithoutCheckpointsExitsWithTwo) {
 class CliReliability : public Cli {
  protected:
   using Bytes = std::vector<uint8_t>;
-  static Bytes idx(uint32_t magic, const std::vector<uint32_t>& dims, const Bytes& data) {
-    Bytes out;
-    auto put = [&](uint32_t v) {
-      for (int shift = 24; shift >= 0; shift -= 8) out.push_back(uint8_t(v >> shift));
-    };
-    put(magic);
-    for (uint32_t d : dims) put(d);
-    out.insert(out.end(), data.begin(), data.end());
-    return out;
-  }
-  static void write(const fs::path& p, const Bytes& b) {
-    std::ofstream(p, std::ios::binary)
-        .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  }
   static Bytes images(uint32_t n) {
     Bytes px;
     for (uint32_t i = 0; i < n; ++i)
       for (uint32_t p = 0; p < 64; ++p) px.push_back(uint8_t((p % 10 == i % 10 ? 200 : 0) + p % 7));
-    return idx(0x803, {n, 8, 8}, px);
+    return data::test::idx_bytes(0x803, {n, 8, 8}, px);
   }
   static Bytes labels(uint32_t n) {
     Bytes l;
     for (uint32_t i = 0; i < n; ++i) l.push_back(uint8_t(i % 10));
-    return idx(0x801, {n}, l);
+    return data::test::idx_bytes(0x801, {n}, l);
   }
   fs::path data_set(const std::string& name) {
     const fs::path d = dir_ / name;
     fs::create_directories(d);
-    write(d / "train-images-idx3-ubyte", images(128));
-    write(d / "train-labels-idx1-ubyte", labels(128));
-    write(d / "t10k-images-idx3-ubyte", images(40));
-    write(d / "t10k-labels-idx1-ubyte", labels(40));
+    data::test::write_file(d / "train-images-idx3-ubyte", images(128));
+    data::test::write_file(d / "train-labels-idx1-ubyte", labels(128));
+    data::test::write_file(d / "t10k-images-idx3-ubyte", images(40));
+    data::test::write_file(d / "t10k-labels-idx1-ubyte", labels(40));
     return d;
   }
   std::string mlp(const fs::path& data, const fs::path& out, const std::string& more = "") {
@@ -758,15 +745,15 @@ TEST_F(CliReliability, CorruptIdxFilesExitWithTwoNamingTheFile) {
       {"train-images-idx3-ubyte", cut, "truncated: expected 8208 bytes"},
       {"train-labels-idx1-ubyte", extra, "1 unexpected bytes after the data"},
       {"train-labels-idx1-ubyte", labels(127), "127 labels"},
-      {"t10k-images-idx3-ubyte", idx(0x08030000, {}, {}), "wrong magic number"},
-      {"t10k-labels-idx1-ubyte", idx(0x801, {0xFFFFFFFF}, {1, 2}), "truncated"},
+      {"t10k-images-idx3-ubyte", data::test::idx_bytes(0x08030000, {}, {}), "wrong magic number"},
+      {"t10k-labels-idx1-ubyte", data::test::idx_bytes(0x801, {0xFFFFFFFF}, {1, 2}), "truncated"},
       {"t10k-labels-idx1-ubyte", {}, "truncated: expected at least 4 bytes"},
   };
   int n = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.problem);
     const fs::path d = data_set("set" + std::to_string(n++));
-    write(d / c.file, c.bytes);
+    data::test::write_file(d / c.file, c.bytes);
     const CliResult r = mixp(mlp(d, dir_ / "out", "--steps 2"));
     EXPECT_EQ(r.status, 2);
     EXPECT_NE(r.err.find(c.file), std::string::npos) << r.err;
@@ -776,7 +763,7 @@ TEST_F(CliReliability, CorruptIdxFilesExitWithTwoNamingTheFile) {
   // A .gz name over bytes that are not gzip.
   const fs::path d = data_set("gz");
   fs::remove(d / "t10k-images-idx3-ubyte");
-  write(d / "t10k-images-idx3-ubyte.gz", images(40));
+  data::test::write_file(d / "t10k-images-idx3-ubyte.gz", images(40));
   const CliResult r = mixp(mlp(d, dir_ / "out", "--steps 2"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("t10k-images-idx3-ubyte.gz: not gzip data"), std::string::npos) << r.err;
