@@ -35,6 +35,17 @@ struct Dims {
   int64_t visible(int64_t i) const { return causal ? i + 1 : t; }  // keys row i attends to
 };
 
+// The sizes of q, k and v, all [B, H, T, Dh], checked for `op` (the fp32/bf16 and fp8 paths).
+Dims attention_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
+                    bool causal) {
+  MIXP_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(), op,
+             ": q, k and v must all be [B, H, T, Dh], got ", q.shape().to_string(), ", ",
+             k.shape().to_string(), " and ", v.shape().to_string());
+  MIXP_CHECK(q.numel() > 0, op, ": every size must be at least 1, got ", q.shape().to_string());
+  return Dims{
+      .bh = q.shape()[0] * q.shape()[1], .t = q.shape()[2], .dh = q.shape()[3], .causal = causal};
+}
+
 // ---- fast: products by detail::gemm, rows of scores in parallel, fp32 (f64 for f64) ----
 
 template <typename Body>
@@ -451,15 +462,7 @@ Tensor fp8_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
     MIXP_CHECK(t->defined() && (t->dtype() == DType::f32 || t->dtype() == DType::bf16), op,
                ": q, k and v must be f32 or bf16");
   }
-  MIXP_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(), op,
-             ": q, k and v must all be [B, H, T, Dh], got ", q.shape().to_string(), ", ",
-             k.shape().to_string(), " and ", v.shape().to_string());
-  MIXP_CHECK(q.numel() > 0, op, ": every size must be at least 1, got ", q.shape().to_string());
-  Dims d;
-  d.bh = q.shape()[0] * q.shape()[1];
-  d.t = q.shape()[2];
-  d.dh = q.shape()[3];
-  d.causal = causal;
+  const Dims d = attention_dims(op, q, k, v, causal);
   Fp8Quantizer quant;
   quant.recipe = state.recipe();
   quant.site = state.site(amp::fp8_next_site(), "attention", kAttentionRoles);
@@ -504,15 +507,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   detail::check_floating(op, v, "value");
   detail::check_same_dtype(op, q, k);
   detail::check_same_dtype(op, q, v);
-  MIXP_CHECK(q.ndim() == 4 && q.shape() == k.shape() && q.shape() == v.shape(), op,
-             ": q, k and v must all be [B, H, T, Dh], got ", q.shape().to_string(), ", ",
-             k.shape().to_string(), " and ", v.shape().to_string());
-  MIXP_CHECK(q.numel() > 0, op, ": every size must be at least 1, got ", q.shape().to_string());
-  Dims d;
-  d.bh = q.shape()[0] * q.shape()[1];
-  d.t = q.shape()[2];
-  d.dh = q.shape()[3];
-  d.causal = causal;
+  const Dims d = attention_dims(op, q, k, v, causal);
   Tensor out, lse;
   if (reference_mode()) {
     out = detail::empty_like(q);
