@@ -19,6 +19,14 @@ amp::Fp8Scaling activation_scaling(amp::Fp8Scaling recipe) {
   return recipe == amp::Fp8Scaling::block_128x128 ? amp::Fp8Scaling::block_1x128 : recipe;
 }
 
+Fp8OpEntry enter_fp8_op(OpKind op, std::span<const Tensor* const> inputs) {
+  std::optional<DType> autocast_output;
+  if (amp::autocast_enabled()) autocast_output = amp::autocast_dtype();
+  OpInfo row = op_info(op);
+  row.policy = CastPolicy::keep;
+  return {amp::autocast_inputs(row, inputs), autocast_output};
+}
+
 Tensor transpose_last2(const Tensor& t) {
   MIXP_ASSERT(t.ndim() == 2 || t.ndim() == 3, "transpose_last2 of ", t.shape().to_string());
   NoGradGuard no_grad;
@@ -114,10 +122,10 @@ struct Fp8LinearBackward : autograd::Node {
     const amp::Fp8Tensor qg = amp::quantize(g, gdt, act, gmeta.scale);
     gmeta.record(qg.amax);
     if (next[0].node) {
-      const amp::Fp8Tensor qwt = per_tensor(recipe.scaling)
-                                     ? transposed_codes(qw)
-                                     : amp::quantize(transpose_last2(wv), wdt, recipe.scaling,
-                                                     w_scale);
+      const amp::Fp8Tensor qwt =
+          per_tensor(recipe.scaling)
+              ? transposed_codes(qw)
+              : amp::quantize(transpose_last2(wv), wdt, recipe.scaling, w_scale);
       dx = amp::fp8_gemm(qg, qwt).view(xv.shape());
       if (dx.dtype() != xv.dtype()) dx = dx.to(xv.dtype());
     }
@@ -149,14 +157,8 @@ struct Fp8LinearBackward : autograd::Node {
 
 Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                   std::optional<DType> out_dtype, amp::Fp8State& state) {
-  // The enclosing Autocast decides the output dtype; the inputs are not cast by it (FP8
-  // quantizes from what it is given: the fp32 master weight, not a bf16 copy of it).
-  const bool autocast_on = amp::autocast_enabled();
-  const DType autocast_dtype = amp::autocast_dtype();
-  OpInfo row = op_info(OpKind::linear);
-  row.policy = CastPolicy::keep;
   const Tensor* inputs[] = {&x_in, &weight_in, &bias_in};
-  const auto cast = amp::autocast_inputs(row, inputs);  // counts the call, suspends autocast
+  const Fp8OpEntry entry = enter_fp8_op(OpKind::linear, inputs);
   const Tensor &x = x_in, &weight = weight_in, &bias = bias_in;
   constexpr const char* op = "linear (fp8)";
   MIXP_CHECK(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16), op,
@@ -164,7 +166,8 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
              x.defined() ? name_of(x.dtype()) : "an undefined tensor");
   MIXP_CHECK(weight.defined() && (weight.dtype() == DType::f32 || weight.dtype() == DType::bf16),
              op, ": the weight must be f32 or bf16");
-  MIXP_CHECK(weight.ndim() == 2, op, ": weight must be [out, in], got ", weight.shape().to_string());
+  MIXP_CHECK(weight.ndim() == 2, op, ": weight must be [out, in], got ",
+             weight.shape().to_string());
   MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), op, ": input ", x.shape().to_string(),
              " does not end in the weight's in-features ", weight.size(1));
   if (bias.defined()) {
@@ -172,11 +175,12 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
     MIXP_CHECK(bias.ndim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [",
                weight.size(0), "], got ", bias.shape().to_string());
   }
-  const DType out = out_dtype.value_or(autocast_on ? autocast_dtype : x.dtype());
+  const DType out = out_dtype.value_or(entry.autocast_output.value_or(x.dtype()));
   const int64_t in = weight.size(1), n_out = weight.size(0);
   const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
   const amp::Fp8Recipe& recipe = state.recipe();
-  std::shared_ptr<amp::Fp8State::Site> site = state.site(amp::fp8_next_site(), "linear", kLinearRoles);
+  std::shared_ptr<amp::Fp8State::Site> site =
+      state.site(amp::fp8_next_site(), "linear", kLinearRoles);
   const bool record = grad_mode_enabled();
   amp::Fp8Meta &xmeta = site->metas[0], &wmeta = site->metas[1];
   const float x_scale = xmeta.scale, w_scale = wmeta.scale;
@@ -184,18 +188,16 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   amp::Fp8Tensor qx, qw;
   {
     NoGradGuard no_grad;
-    qx =
-        amp::quantize(x.reshape({rows, in}), amp::fp8_dtype(recipe.format, amp::Fp8Role::input),
-                      activation_scaling(recipe.scaling), x_scale);
+    qx = amp::quantize(x.reshape({rows, in}), amp::fp8_dtype(recipe.format, amp::Fp8Role::input),
+                       activation_scaling(recipe.scaling), x_scale);
     if (record) xmeta.record(qx.amax);
     qw = state.cached_weight(weight, wmeta, record);
     std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
     dims.back() = n_out;
     y = add_bias_and_round(amp::fp8_gemm(qx, qw), bias, out).view(Shape(dims));
   }
-  if (auto node = bias.defined()
-                      ? autograd::make_node<Fp8LinearBackward>(op, {&x, &weight, &bias})
-                      : autograd::make_node<Fp8LinearBackward>(op, {&x, &weight})) {
+  if (auto node = bias.defined() ? autograd::make_node<Fp8LinearBackward>(op, {&x, &weight, &bias})
+                                 : autograd::make_node<Fp8LinearBackward>(op, {&x, &weight})) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);
     node->site = site;

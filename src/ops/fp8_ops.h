@@ -3,6 +3,10 @@
 #pragma once
 
 #include <optional>
+#include <span>
+
+#include "mixp/amp/autocast.h"
+#include "mixp/op_kind.h"
 
 #include "mixp/amp/fp8.h"
 #include "mixp/tensor.h"
@@ -14,6 +18,16 @@ namespace mixp::ops::detail {
 amp::Fp8Scaling activation_scaling(amp::Fp8Scaling recipe);
 /// [.., r, c] -> [.., c, r] for a 2-D or 3-D tensor, as f32 (not recorded by autograd).
 Tensor transpose_last2(const Tensor& t);
+
+/// What an FP8 op holds while it runs: its call counted in Autocast's table, Autocast suspended
+/// for its insides, and the dtype the enclosing Autocast gives its output (nothing when none is
+/// on). The inputs are not cast: FP8 quantizes what it is given (the fp32 master weight, not a
+/// bf16 copy of it).
+struct Fp8OpEntry {
+  amp::CastInputs suspended;
+  std::optional<DType> autocast_output;
+};
+Fp8OpEntry enter_fp8_op(OpKind op, std::span<const Tensor* const> inputs);
 
 /// linear with its products in FP8 (fp8_linear.cpp).
 Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -450,12 +450,8 @@ namespace detail {
 
 Tensor fp8_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
                      amp::Fp8State& state) {
-  const bool autocast_on = amp::autocast_enabled();
-  const DType autocast_dtype = amp::autocast_dtype();
-  OpInfo row = op_info(OpKind::scaled_dot_product_attention);
-  row.policy = CastPolicy::keep;
   const Tensor* inputs[] = {&q_in, &k_in, &v_in};
-  const auto cast = amp::autocast_inputs(row, inputs);  // counts the call, suspends autocast
+  const Fp8OpEntry entry = enter_fp8_op(OpKind::scaled_dot_product_attention, inputs);
   const Tensor &q = q_in, &k = k_in, &v = v_in;
   constexpr const char* op = "scaled_dot_product_attention (fp8)";
   for (const Tensor* t : inputs) {
@@ -468,7 +464,7 @@ Tensor fp8_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
   quant.site = state.site(amp::fp8_next_site(), "attention", kAttentionRoles);
   quant.record = grad_mode_enabled();
   for (int s = 0; s < 4; ++s) quant.scales[s] = quant.site->metas[size_t(s)].scale;
-  const DType out_dtype = autocast_on ? autocast_dtype : q.dtype();
+  const DType out_dtype = entry.autocast_output.value_or(q.dtype());
   Tensor out, lse;
   {
     NoGradGuard no_grad;
