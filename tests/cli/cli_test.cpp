@@ -20,12 +20,14 @@
 #include "mixp/io/safetensors.h"
 #include "mixp/op_kind.h"
 #include "mixp/runtime.h"
+#include "support/scratch.h"
 #include "support/vectors.h"
 
 namespace mixp {
 namespace {
 
 namespace fs = std::filesystem;
+using test::slurp;
 
 struct CliResult {
   int status = -1;
@@ -35,19 +37,10 @@ struct CliResult {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mixp_cli_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = test::scratch_path("mixp_cli_test_");
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
 
   // Runs `mixp ARGS < input`, with input given as text.
   CliResult mixp(const std::string& args, const std::string& input = "") {

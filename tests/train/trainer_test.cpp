@@ -23,6 +23,7 @@
 #include "mixp/io/safetensors.h"
 #include "mixp/ops.h"
 #include "mixp/random.h"
+#include "support/scratch.h"
 #include "support/xml_check.h"
 
 namespace mixp {
@@ -30,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using test::slurp;
 
 // Softmax regression on 4x4 images: logits = x W^T + b. The bias counts as a norm parameter,
 // so that presets that keep norms in fp32 keep it; `seen` is a buffer.
@@ -190,18 +192,10 @@ class PatternText : public train::DataSource {
 class Trainer : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mixp_train_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = test::scratch_path("mixp_train_test_");
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   train::TrainOptions options(const std::string& precision = "fp32") const {
     return {.model_name = "tiny",
             .precision = precision,
