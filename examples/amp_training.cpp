@@ -22,7 +22,8 @@ int main() {
   // fp32 parameters; amp-fp16: forward in fp16 by op policy, dynamic loss scaling.
   const amp::Preset& preset = amp::preset("amp-fp16");
   std::vector<Tensor> params = preset.cast_parameters(
-      {randn({hidden, features}, rng, 0.15, DType::f32, MemoryTag::parameter).set_requires_grad(true),
+      {randn({hidden, features}, rng, 0.15, DType::f32, MemoryTag::parameter)
+           .set_requires_grad(true),
        zeros({hidden}, DType::f32, MemoryTag::parameter).set_requires_grad(true),
        randn({classes, hidden}, rng, 0.1, DType::f32, MemoryTag::parameter).set_requires_grad(true),
        zeros({classes}, DType::f32, MemoryTag::parameter).set_requires_grad(true)});
@@ -47,13 +48,13 @@ int main() {
     scaler.update();
     opt.zero_grad();
     loss_value = loss.item();
-    if (step % 100 == 0) std::printf("step %3d  loss %.4f  scale %g\n", step, loss_value, scaler.get_scale());
+    if (step % 100 == 0)
+      std::printf("step %3d  loss %.4f  scale %g\n", step, loss_value, scaler.get_scale());
   }
 
   NoGradGuard no_grad;
-  const Tensor predicted = ops::argmax(ops::linear(ops::relu(ops::linear(x, params[0], params[1])),
-                                                   params[2], params[3]),
-                                       1);
+  const Tensor predicted = ops::argmax(
+      ops::linear(ops::relu(ops::linear(x, params[0], params[1])), params[2], params[3]), 1);
   const std::vector<double> p = predicted.to_vector(), t = y.to_vector();
   int64_t correct = 0;
   for (size_t i = 0; i < p.size(); ++i) correct += p[i] == t[i];

@@ -43,8 +43,8 @@ const Preset& preset(std::string_view name) {
 
 std::vector<Tensor> Preset::cast_parameters(const std::vector<Tensor>& parameters,
                                             const std::vector<bool>& keep_fp32) const {
-  MIXP_CHECK(keep_fp32.empty() || keep_fp32.size() == parameters.size(), "preset ", name,
-             ": ", keep_fp32.size(), " keep_fp32 flags for ", parameters.size(), " parameters");
+  MIXP_CHECK(keep_fp32.empty() || keep_fp32.size() == parameters.size(), "preset ", name, ": ",
+             keep_fp32.size(), " keep_fp32 flags for ", parameters.size(), " parameters");
   std::vector<Tensor> out;
   out.reserve(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {

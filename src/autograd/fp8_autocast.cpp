@@ -55,8 +55,8 @@ void Fp8Meta::update(const Fp8Recipe& recipe, DType fp8) {
 Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(recipe) {
   MIXP_CHECK(recipe.amax_history_len >= 1, "Fp8Recipe: amax_history_len must be at least 1, got ",
              recipe.amax_history_len);
-  MIXP_CHECK(recipe.margin >= 0 && recipe.margin <= 64, "Fp8Recipe: margin must be in [0, 64], got ",
-             recipe.margin);
+  MIXP_CHECK(recipe.margin >= 0 && recipe.margin <= 64,
+             "Fp8Recipe: margin must be in [0, 64], got ", recipe.margin);
 }
 
 void Fp8State::update() {
@@ -143,10 +143,10 @@ void Fp8State::load_state(const std::map<std::string, Tensor>& tensors) {
     auto it = tensors.find(name);
     MIXP_CHECK(it != tensors.end(), "Fp8State: the state has no ", name);
     const Tensor& t = it->second;
-    MIXP_CHECK(t.dtype() == DType::f32 && t.ndim() == 1 && t.numel() >= min_size &&
-                   t.numel() <= max_size,
-               "Fp8State: ", name, " must be f32 with ", min_size, "..", max_size,
-               " elements, got ", name_of(t.dtype()), " ", t.shape().to_string());
+    MIXP_CHECK(
+        t.dtype() == DType::f32 && t.ndim() == 1 && t.numel() >= min_size && t.numel() <= max_size,
+        "Fp8State: ", name, " must be f32 with ", min_size, "..", max_size, " elements, got ",
+        name_of(t.dtype()), " ", t.shape().to_string());
     return t;
   };
   size_t entries = 0;
@@ -162,8 +162,8 @@ void Fp8State::load_state(const std::map<std::string, Tensor>& tensors) {
       entries += 2;
       Fp8Meta m;
       const float role = meta.data<float>()[0];
-      MIXP_CHECK(role == 0.0f || role == 1.0f || role == 2.0f, "Fp8State: ", p,
-                 "meta has role ", role);
+      MIXP_CHECK(role == 0.0f || role == 1.0f || role == 2.0f, "Fp8State: ", p, "meta has role ",
+                 role);
       m.role = Fp8Role(int(role));
       m.scale = meta.data<float>()[1];
       m.amax = meta.data<float>()[2];

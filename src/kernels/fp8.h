@@ -41,9 +41,10 @@ struct Fp8Operand {
   const uint8_t* data = nullptr;
   DType dtype = DType::e4m3;
   Kind kind = Kind::per_tensor;
-  float scale_inv = 1.0f;              ///< per_tensor
-  const uint8_t* codes = nullptr;      ///< mx: [batch * rows, ceil(k / 32)]
-  const float* block_scale_inv = nullptr;  ///< blocks: [batch, ceil(rows / block_rows), ceil(k / 128)]
+  float scale_inv = 1.0f;          ///< per_tensor
+  const uint8_t* codes = nullptr;  ///< mx: [batch * rows, ceil(k / 32)]
+  const float* block_scale_inv =
+      nullptr;  ///< blocks: [batch, ceil(rows / block_rows), ceil(k / 128)]
   int64_t block_rows = 1;
 };
 

@@ -60,8 +60,8 @@ float history_amax(std::span<const float> history, AmaxAlgorithm algorithm) {
   return m;
 }
 
-float delayed_scale(std::span<const float> history, AmaxAlgorithm algorithm, float max,
-                    int margin, float previous) {
+float delayed_scale(std::span<const float> history, AmaxAlgorithm algorithm, float max, int margin,
+                    float previous) {
   return scale_from_amax(history_amax(history, algorithm), max, margin, previous);
 }
 
@@ -107,9 +107,7 @@ kernels::Fp8Operand operand(const Fp8Tensor& t) {
       op.block_scale_inv = t.block_scales.data<float>();
       op.block_rows = t.block_rows;
       break;
-    default:
-      op.kind = kernels::Fp8Operand::Kind::per_tensor;
-      op.scale_inv = t.scale_inv;
+    default: op.kind = kernels::Fp8Operand::Kind::per_tensor; op.scale_inv = t.scale_inv;
   }
   return op;
 }
@@ -136,8 +134,7 @@ Tensor Fp8Tensor::dequantize() const {
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t r = 0; r < d.rows; ++r)
       for (int64_t c = 0; c < d.cols; ++c)
-        o[(b * d.rows + r) * d.cols + c] =
-            kernels::fp8_operand_value(op, d.rows, d.cols, b, r, c);
+        o[(b * d.rows + r) * d.cols + c] = kernels::fp8_operand_value(op, d.rows, d.cols, b, r, c);
   return out;
 }
 
@@ -162,8 +159,10 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
     case Fp8Scaling::none: {
       if (scaling == Fp8Scaling::current) scale = current_scale(q.amax, max);
       if (scaling == Fp8Scaling::none) scale = 1.0f;
-      MIXP_CHECK(std::isfinite(scale) && scale > 0.0f, "quantize: the scale must be finite and "
-                 "positive, got ", scale);
+      MIXP_CHECK(std::isfinite(scale) && scale > 0.0f,
+                 "quantize: the scale must be finite and "
+                 "positive, got ",
+                 scale);
       q.scale = scale;
       q.scale_inv = 1.0f / scale;
       if (ref)
@@ -192,7 +191,8 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
       q.block_scales = empty({d.batch, br, bc}, DType::f32);
       float* s = q.block_scales.data<float>();
       if (ref)
-        kernels::fp8_quantize_blocks_reference(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs, s);
+        kernels::fp8_quantize_blocks_reference(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs,
+                                               s);
       else
         kernels::fp8_quantize_blocks_fast(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs, s);
       break;
@@ -220,8 +220,8 @@ Tensor fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b) {
                          (a.scaling == Fp8Scaling::mxfp8 && b.scaling == Fp8Scaling::mxfp8);
   MIXP_CHECK(same_kind, "fp8_gemm: operands scaled ", name_of(a.scaling), " and ",
              name_of(b.scaling), " cannot meet in one GEMM");
-  const Shape out_shape = a.data.ndim() == 2 ? Shape{da.rows, db.rows}
-                                             : Shape{da.batch, da.rows, db.rows};
+  const Shape out_shape =
+      a.data.ndim() == 2 ? Shape{da.rows, db.rows} : Shape{da.batch, da.rows, db.rows};
   Tensor c = empty(out_shape, DType::f32);
   const kernels::Fp8Operand oa = operand(a), ob = operand(b);
   if (reference_mode())

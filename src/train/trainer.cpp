@@ -537,8 +537,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
         amp::Fp8State probe(fp8->recipe());
         probe.load_state(fp8_tensors);
       }
-      apply_checkpoint = [&, copies, fp8_tensors, trainer, opts, scaler_state, gen, loader, parameter_steps, log,
-                          evals, saved_step]() {
+      apply_checkpoint = [&, copies, fp8_tensors, trainer, opts, scaler_state, gen, loader,
+                          parameter_steps, log, evals, saved_step]() {
         {
           NoGradGuard no_grad;
           for (auto [dst, src] : copies) dst.copy_(src);
@@ -753,11 +753,11 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
       eval_curve.x.push_back(double(e.step));
       eval_curve.y.push_back(e.loss);
     }
-    diag::write_line_plot(o.out_dir + "/loss.svg", {train_curve, eval_curve},
-                          {.title = o.model_name + " (" + preset.name + ")",
-                           .x_label = "step",
-                           .y_label = task == nn::Task::regression ? "mean squared error"
-                                                                   : "cross-entropy loss"});
+    diag::write_line_plot(
+        o.out_dir + "/loss.svg", {train_curve, eval_curve},
+        {.title = o.model_name + " (" + preset.name + ")",
+         .x_label = "step",
+         .y_label = task == nn::Task::regression ? "mean squared error" : "cross-entropy loss"});
   }
   if (o.log && o.progress != Progress::none) {
     char buf[200];

@@ -13,10 +13,10 @@
 #include "mixp/amp/fp8.h"
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
-#include "mixp/nn/models.h"
-#include "mixp/optim/adamw.h"
 #include "mixp/error.h"
+#include "mixp/nn/models.h"
 #include "mixp/ops.h"
+#include "mixp/optim/adamw.h"
 #include "support/tolerance.h"
 
 namespace mixp {
@@ -63,8 +63,8 @@ Tensor transposed(const Tensor& t) {
 
 // dequant(quantize(t)) as the recipe quantizes a tensor of `role` with `scale`.
 Tensor fake_quant(const Tensor& t, const Fp8Recipe& r, Fp8Role role, float scale, bool weight) {
-  const Fp8Scaling s = !weight && r.scaling == Fp8Scaling::block_128x128 ? Fp8Scaling::block_1x128
-                                                                          : r.scaling;
+  const Fp8Scaling s =
+      !weight && r.scaling == Fp8Scaling::block_128x128 ? Fp8Scaling::block_1x128 : r.scaling;
   return amp::quantize(t.detach(), amp::fp8_dtype(r.format, role), s, scale).dequantize();
 }
 
@@ -146,7 +146,8 @@ void expect_normwise(const Tensor& got, const Tensor& want, double rtol, const c
 // their fp8 format, so the error is a few of the formats' epsilons relative to the largest
 // value (tolerance() of the coarser format, the gradient's E5M2 in backward).
 TEST(Fp8Attention, CloseToFp32AttentionAndRecordsItsSixTensors) {
-  for (amp::Fp8Scaling scaling : {Fp8Scaling::current, Fp8Scaling::mxfp8, Fp8Scaling::block_1x128}) {
+  for (amp::Fp8Scaling scaling :
+       {Fp8Scaling::current, Fp8Scaling::mxfp8, Fp8Scaling::block_1x128}) {
     SCOPED_TRACE(amp::name_of(scaling));
     Fp8Recipe recipe;
     recipe.scaling = scaling;
@@ -277,7 +278,8 @@ TEST(Fp8Training, EveryFp8PresetLearns) {
         x[size_t(b * t + i)] = tokens[size_t(b * (t + 1) + i)];
         y[size_t(b * t + i)] = tokens[size_t(b * (t + 1) + i + 1)];
       }
-    const Tensor xt = from_values(x, {batch, t}, DType::i64), yt = from_values(y, {batch * t}, DType::i64);
+    const Tensor xt = from_values(x, {batch, t}, DType::i64),
+                 yt = from_values(y, {batch * t}, DType::i64);
     double first = 0, last = 0;
     for (int step = 0; step < 40; ++step) {
       Tensor loss;

@@ -158,8 +158,8 @@ TEST(Fp8Recipe, EveryE8M0Code) {
       continue;
     }
     // 2^(c - 127) from its fp32 bits: exponent field c for c >= 1, the subnormal 2^-127 for 0.
-    const float want = c == 0 ? std::bit_cast<float>(0x00400000u)
-                              : std::bit_cast<float>(uint32_t(c) << 23);
+    const float want =
+        c == 0 ? std::bit_cast<float>(0x00400000u) : std::bit_cast<float>(uint32_t(c) << 23);
     EXPECT_EQ(v, want) << c;
     // The code comes back from the amax of a block whose largest element sits at 2^emax after
     // scaling, where that amax is a finite fp32.

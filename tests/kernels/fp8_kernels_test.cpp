@@ -26,7 +26,8 @@ std::vector<float> awkward(int64_t n, uint64_t seed, bool specials) {
   const Tensor e = uniform({n}, rng, -30.0, 30.0);
   std::vector<float> out(static_cast<size_t>(n));
   const std::vector<double> gv = g.to_vector(), ev = e.to_vector();
-  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = float(gv[size_t(i)] * std::exp2(std::floor(ev[size_t(i)])));
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] = float(gv[size_t(i)] * std::exp2(std::floor(ev[size_t(i)])));
   if (specials && n > 20) {
     out[3] = 0.0f;
     out[4] = -0.0f;
@@ -43,7 +44,8 @@ TEST(Fp8Kernels, AmaxAndScaledConversionFastIsReference) {
   for (int64_t n : {int64_t(1), int64_t(31), int64_t(1000), int64_t(70001)}) {
     for (bool specials : {false, true}) {
       const std::vector<float> x = awkward(n, uint64_t(n), specials);
-      const float fa = kernels::fp8_amax_fast(x.data(), n), ra = kernels::fp8_amax_reference(x.data(), n);
+      const float fa = kernels::fp8_amax_fast(x.data(), n),
+                  ra = kernels::fp8_amax_reference(x.data(), n);
       if (std::isnan(ra)) {
         EXPECT_TRUE(std::isnan(fa));
       } else {
@@ -78,12 +80,15 @@ TEST(Fp8Kernels, BlockQuantizationFastIsReference) {
             if (batch == 2 && n % 2 != 0) continue;
             const int64_t r = rows / batch;
             if (r == 0) continue;
-            const size_t ns = size_t(batch * ((r + block_rows - 1) / block_rows) * ((cols + 127) / 128));
+            const size_t ns =
+                size_t(batch * ((r + block_rows - 1) / block_rows) * ((cols + 127) / 128));
             std::vector<float> sf(ns), sr(ns);
             std::fill(qf.begin(), qf.end(), 0);
             std::fill(qr.begin(), qr.end(), 0);
-            kernels::fp8_quantize_blocks_fast(x.data(), batch, r, cols, block_rows, d, qf.data(), sf.data());
-            kernels::fp8_quantize_blocks_reference(x.data(), batch, r, cols, block_rows, d, qr.data(), sr.data());
+            kernels::fp8_quantize_blocks_fast(x.data(), batch, r, cols, block_rows, d, qf.data(),
+                                              sf.data());
+            kernels::fp8_quantize_blocks_reference(x.data(), batch, r, cols, block_rows, d,
+                                                   qr.data(), sr.data());
             EXPECT_EQ(qf, qr) << "blocks " << block_rows << " batch " << batch;
             EXPECT_EQ(std::memcmp(sf.data(), sr.data(), ns * sizeof(float)), 0);
           }
@@ -98,8 +103,8 @@ TEST(Fp8Kernels, GemmFastMatchesReference) {
   using amp::Fp8Scaling;
   for (Fp8Scaling s : {Fp8Scaling::current, Fp8Scaling::mxfp8, Fp8Scaling::block_1x128,
                        Fp8Scaling::block_128x128}) {
-    for (auto [batch, m, n, k] : {std::array<int64_t, 4>{1, 1, 1, 1}, {1, 7, 5, 33},
-                                  {3, 17, 9, 130}, {1, 130, 129, 300}}) {
+    for (auto [batch, m, n, k] :
+         {std::array<int64_t, 4>{1, 1, 1, 1}, {1, 7, 5, 33}, {3, 17, 9, 130}, {1, 130, 129, 300}}) {
       Philox rng({uint64_t(m * n * k)});
       const Shape sa = batch == 1 ? Shape{m, k} : Shape{batch, m, k};
       const Shape sb = batch == 1 ? Shape{n, k} : Shape{batch, n, k};
@@ -107,9 +112,10 @@ TEST(Fp8Kernels, GemmFastMatchesReference) {
       Tensor a = randn(sa, rng, 1.0), b = randn(sb, rng, 1e-3);
       float* av = a.data<float>();
       for (int64_t i = 0; i < a.numel(); ++i) av[i] *= std::exp2(float((i / k) % 9) - 4.0f);
-      const DType db = s == Fp8Scaling::mxfp8 || s == Fp8Scaling::block_128x128 ? DType::e4m3
-                                                                                 : DType::e5m2;
-      const amp::Fp8Tensor qa = amp::quantize(a, DType::e4m3, s == Fp8Scaling::block_128x128 ? Fp8Scaling::block_1x128 : s);
+      const DType db =
+          s == Fp8Scaling::mxfp8 || s == Fp8Scaling::block_128x128 ? DType::e4m3 : DType::e5m2;
+      const amp::Fp8Tensor qa = amp::quantize(
+          a, DType::e4m3, s == Fp8Scaling::block_128x128 ? Fp8Scaling::block_1x128 : s);
       const amp::Fp8Tensor qb = amp::quantize(b, db, s);
       const Tensor fast = amp::fp8_gemm(qa, qb);
       Tensor ref;

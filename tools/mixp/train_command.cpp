@@ -28,9 +28,10 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                     "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16")
         ->required();
   else
-    command.add_option("--precision", o.precision,
-                       "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block or "
-                       "fp8-e4m3-noscale (default fp32)");
+    command.add_option(
+        "--precision", o.precision,
+        "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block or "
+        "fp8-e4m3-noscale (default fp32)");
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =

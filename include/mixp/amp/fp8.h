@@ -124,11 +124,11 @@ float e8m0_value(uint8_t code);
 /// A 2-D [rows, cols] (or 3-D [batch, rows, cols]) FP8 tensor with its scaling, blocks along the
 /// last dimension (the reduction dimension of the GEMM that reads it).
 struct Fp8Tensor {
-  Tensor data;                  ///< e4m3 or e5m2 codes
+  Tensor data;  ///< e4m3 or e5m2 codes
   Fp8Scaling scaling = Fp8Scaling::none;
-  float scale = 1.0f;           ///< per tensor: data = fp8(x * scale)
-  float scale_inv = 1.0f;       ///< 1 / scale
-  float amax = 0.0f;            ///< max |x| of the source (NaN if it held a NaN)
+  float scale = 1.0f;      ///< per tensor: data = fp8(x * scale)
+  float scale_inv = 1.0f;  ///< 1 / scale
+  float amax = 0.0f;       ///< max |x| of the source (NaN if it held a NaN)
   /// mxfp8: u8 E8M0 codes [rows, ceil(cols / 32)] (per batch matrix, stacked);
   /// block_*: f32 scale_inv [ceil(rows / block_rows), ceil(cols / 128)] per batch matrix.
   Tensor block_scales;
@@ -191,8 +191,7 @@ class Fp8State {
   };
   /// Site `index` (created on first use with `roles`); mixp::Error when it exists with another
   /// kind. Used by the FP8 ops.
-  std::shared_ptr<Site> site(size_t index, const std::string& kind,
-                             std::span<const Fp8Role> roles);
+  std::shared_ptr<Site> site(size_t index, const std::string& kind, std::span<const Fp8Role> roles);
   /// The quantization of a 2-D parameter for this step with `meta`'s scale, made once per
   /// (parameter, version) until update(); its amax is recorded into `meta` once per step when
   /// `record`. Used by the FP8 linear.

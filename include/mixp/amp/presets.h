@@ -59,7 +59,7 @@ enum class LossScaling : uint8_t { none = 0, dynamic = 1 };
 
 struct Preset {
   const char* name;
-  DType parameter_dtype;              ///< storage of the parameters that are not norms
+  DType parameter_dtype;               ///< storage of the parameters that are not norms
   std::optional<DType> compute_dtype;  ///< the Autocast dtype of the forward pass, if any
   optim::Precision optimizer_precision;
   LossScaling loss_scaling;

@@ -214,7 +214,8 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
                      const float sa = a.block_scale_inv[(bi * bra + i / a.block_rows) * bc + chunk];
                      const float* sb = b.block_scale_inv + bi * brb * bc;
                      for (int64_t j = 0; j < n; ++j) {
-                       c[r * n + j] += partial[size_t(r * n + j)] * (sa * sb[(j / b.block_rows) * bc + chunk]);
+                       c[r * n + j] +=
+                           partial[size_t(r * n + j)] * (sa * sb[(j / b.block_rows) * bc + chunk]);
                      }
                    }
                  });

@@ -63,7 +63,8 @@ void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType
       // V / 2^e as V * 2^-e: exact, a power of two (E8M0 spans 2^-127..2^127, whose inverse is
       // an fp32 normal number).
       const float inverse = std::ldexp(1.0f, 127 - int(code));
-      for (int64_t j = begin; j < end; ++j) q[r * cols + j] = encode(x[r * cols + j] * inverse, fp8);
+      for (int64_t j = begin; j < end; ++j)
+        q[r * cols + j] = encode(x[r * cols + j] * inverse, fp8);
     }
   }
 }
@@ -85,7 +86,8 @@ void fp8_quantize_blocks_reference(const float* x, int64_t batch, int64_t rows, 
         const float scale = amp::current_scale(amax, max);
         scale_inv[(m * br + tr) * bc + tc] = 1.0f / scale;
         for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c) qm[r * cols + c] = encode(xm[r * cols + c] * scale, fp8);
+          for (int64_t c = c0; c < c1; ++c)
+            qm[r * cols + c] = encode(xm[r * cols + c] * scale, fp8);
       }
     }
   }
