@@ -21,4 +21,16 @@ void exp_f32(const float* x, float* y, int64_t n) {
   use_avx512() ? avx512::exp_f32(x, y, n) : ref::exp_f32(x, y, n);
 }
 
+float sum_f32(const float* x, int64_t n) {
+  return use_avx512() ? avx512::sum_f32(x, n) : ref::sum_f32(x, n);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return use_avx512() ? avx512::dot_f32(a, b, n) : ref::dot_f32(a, b, n);
+}
+
+float max_f32(const float* x, int64_t n) {
+  return use_avx512() ? avx512::max_f32(x, n) : ref::max_f32(x, n);
+}
+
 }  // namespace mixp::kernels

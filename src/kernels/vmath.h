@@ -11,6 +11,13 @@
 // 0.044715 x^3): one exp and one division, and no cancellation in 1 + tanh(u) for negative x.
 // Its derivative is s (1 + 2 x (1 - s) du/dx) with s = sigmoid(2u), and 1 - s = e^(-2u) s.
 //
+// sum, dot and max: reductions over a row in one fixed order, 16 lanes wide, because a serial
+// fp32 sum is one long chain of dependent additions (4 cycles each): attention's row loops and
+// layer norm spent most of their time there. Lane l (0..15) adds the terms i = l, l + 16,
+// l + 32, ... in turn, starting from +0; then lane l adds lane l + 8 (l < 8), l + 4 (l < 4),
+// l + 2, l + 1, and lane 0 is the result. dot rounds each product before adding it. The order
+// differs from a serial sum, so the last bits do too; it is the same order on every ISA.
+//
 // Every ISA gives the same bits: the AVX-512 kernels run the operations of the scalar ones in
 // kernels/ref (vmath_ref.cpp), in the same order, each correctly rounded.
 #pragma once
@@ -25,17 +32,29 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 /// y[i] = e^x[i]; y may be x.
 void exp_f32(const float* x, float* y, int64_t n);
+/// x[0] + ... + x[n-1] in the fixed 16-lane order above; +0 for n == 0.
+float sum_f32(const float* x, int64_t n);
+/// a[0] b[0] + ... + a[n-1] b[n-1], each product rounded, summed in sum_f32's order.
+float dot_f32(const float* a, const float* b, int64_t n);
+/// The largest x[i], NaNs skipped (a NaN never wins); -inf for n == 0 or all NaN.
+float max_f32(const float* x, int64_t n);
 
 namespace ref {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
+float sum_f32(const float* x, int64_t n);
+float dot_f32(const float* a, const float* b, int64_t n);
+float max_f32(const float* x, int64_t n);
 }  // namespace ref
 
 namespace avx512 {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
+float sum_f32(const float* x, int64_t n);
+float dot_f32(const float* a, const float* b, int64_t n);
+float max_f32(const float* x, int64_t n);
 }  // namespace avx512
 
 /// The constants both versions share (constexpr, so no inline function crosses ISA files).
@@ -50,6 +69,7 @@ inline constexpr float kExpPoly[6] = {1.0f / 5040, 1.0f / 720, 1.0f / 120,
 inline constexpr float kGeluK = 0.797884560802865356f;  // sqrt(2 / pi)
 inline constexpr float kGeluA = 0.044715f;
 inline constexpr float kGeluA3 = 3 * 0.044715f;
+inline constexpr int kLanes = 16;  // of sum_f32, dot_f32 and max_f32
 }  // namespace vmath
 
 }  // namespace mixp::kernels

@@ -8,12 +8,11 @@ namespace mixp::ops::detail {
 
 namespace {
 
-// op(a) op(b) (+ bias) in the accumulation dtype, allocated with `tag`.
-Tensor product(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
-               const Tensor& bias, MemoryTag tag) {
+// op(a) op(b) (+ bias) into c: contiguous, of the result's size, in the accumulation dtype.
+void product_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
+                  Tensor c) {
   const DType in = a.dtype();
-  const DType acc = in == DType::f64 ? DType::f64 : DType::f32;
-  Tensor c = empty(out_shape, acc, tag);
+  const DType acc = c.dtype();
   if (reference_mode() || in == DType::f64) {
     kernels::gemm_reference(s, in, a.raw_data(), b.raw_data(), c.raw_data());
   } else if (in == DType::f32 || (in == DType::bf16 && kernels::gemm_fast_has_bf16())) {
@@ -40,7 +39,6 @@ Tensor product(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, co
     else
       add_rows.operator()<float>();
   }
-  return c;
 }
 
 // Rows of C computed per pass when C rounds to a narrower dtype: the fp32 product then exists
@@ -58,25 +56,38 @@ int64_t rows_per_block(const kernels::GemmShape& s) {
 
 }  // namespace
 
-Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
-            DType out_dtype, const Tensor& bias) {
+void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Tensor out,
+               const Tensor& bias) {
   NoGradGuard no_grad;
   const DType acc = a.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  if (out_dtype == acc) return product(s, a, b, out_shape, bias, MemoryTag::activation);
+  MIXP_ASSERT(out.numel() == s.batch * s.m * s.n, "gemm_into: an output of ", out.numel(),
+              " elements for a product of ", s.batch * s.m * s.n);
+  if (out.dtype() == acc) {
+    product_into(s, a, b, bias, out);
+    return;
+  }
   const int64_t rows = rows_per_block(s);
   if (s.batch != 1 || s.trans_a || rows >= s.m) {
-    return product(s, a, b, out_shape, bias, MemoryTag::workspace).to(out_dtype).detach();
+    const Tensor c = empty(out.shape(), acc, MemoryTag::workspace);
+    product_into(s, a, b, bias, c);
+    out.copy_(c);
+    return;
   }
   // Rows of A (stored [m, k]) and of C are contiguous: compute and round block by block.
-  Tensor out = empty(out_shape, out_dtype);
   const Tensor a2 = a.view(Shape{s.m, s.k}), out2 = out.view(Shape{s.m, s.n});
   for (int64_t begin = 0; begin < s.m; begin += rows) {
     kernels::GemmShape part = s;
     part.m = std::min(rows, s.m - begin);
-    out2.slice(begin, begin + part.m)
-        .copy_(product(part, a2.slice(begin, begin + part.m), b, Shape{part.m, s.n}, bias,
-                       MemoryTag::workspace));
+    const Tensor c = empty(Shape{part.m, s.n}, acc, MemoryTag::workspace);
+    product_into(part, a2.slice(begin, begin + part.m), b, bias, c);
+    out2.slice(begin, begin + part.m).copy_(c);
   }
+}
+
+Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
+            DType out_dtype, const Tensor& bias) {
+  Tensor out = empty(out_shape, out_dtype);
+  gemm_into(s, a, b, out, bias);
   return out;
 }
 

@@ -13,4 +13,9 @@ namespace mixp::ops::detail {
 Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
             DType out_dtype, const Tensor& bias = Tensor());
 
+/// As gemm, into `out`: contiguous (a slice of a larger result, say), holding batch x m x n
+/// elements of any floating dtype. f64 outputs take f64 inputs.
+void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Tensor out,
+               const Tensor& bias = Tensor());
+
 }  // namespace mixp::ops::detail

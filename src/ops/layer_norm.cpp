@@ -9,7 +9,9 @@
 //   for f64) and returned in the weight's and the bias's dtype.
 // Saved: x in its dtype, and the per-row mean and rstd in fp32 (f64 for f64).
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/vmath.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -19,28 +21,65 @@ struct Rows {
   int64_t rows, n;  // x viewed as [rows, n]
 };
 
+// Sums along a row: fp32 by the vectorized kernels in their fixed order (serial fp32 sums, one
+// dependent addition after another, were most of this op's time), f64 serially.
+template <typename C>
+C row_sum(const C* x, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return kernels::sum_f32(x, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += x[j];
+    return total;
+  }
+}
+
+template <typename C>
+C row_dot(const C* a, const C* b, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return kernels::dot_f32(a, b, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
+    return total;
+  }
+}
+
+// Row `row` of x in the compute dtype: x itself when it is stored so, else widened into `buffer`.
+template <typename T>
+const kernels::Compute<T>* compute_row(const T* x, int64_t row, int64_t n,
+                                       std::vector<kernels::Compute<T>>& buffer) {
+  if constexpr (std::is_same_v<T, kernels::Compute<T>>) {
+    return x + row * n;
+  } else {
+    kernels::widen(x + row * n, n, buffer.data());
+    return buffer.data();
+  }
+}
+
 template <typename T>
 void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
                   const std::vector<kernels::Compute<T>>& b, double eps, T* y,
                   kernels::Compute<T>* mean, kernels::Compute<T>* rstd) {
   using C = kernels::Compute<T>;
+  constexpr bool kStoredInCompute = std::is_same_v<T, C>;
   const int64_t n = r.n;
   const int64_t grain = std::max<int64_t>(1, 4 * kernels::kBlock / n);
   kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<C> v(static_cast<size_t>(n));
+    std::vector<C> v(static_cast<size_t>(n));  // x - mean, then the output when T is narrower
     for (int64_t row = begin; row < end; ++row) {
-      kernels::widen(x + row * n, n, v.data());
-      const C m = kernels::blocked_sum<C>(v.data(), n) / C(n);
-      C sq = 0;
-      for (int64_t j = 0; j < n; ++j) sq += (v[size_t(j)] - m) * (v[size_t(j)] - m);
-      const C rs = C(1) / std::sqrt(sq / C(n) + C(eps));
+      const C* xr = compute_row(x, row, n, v);
+      const C m = row_sum(xr, n) / C(n);
+      for (int64_t j = 0; j < n; ++j) v[size_t(j)] = xr[j] - m;
+      const C rs = C(1) / std::sqrt(row_dot(v.data(), v.data(), n) / C(n) + C(eps));
+      C* out = kStoredInCompute ? reinterpret_cast<C*>(y + row * n) : v.data();
       for (int64_t j = 0; j < n; ++j) {
-        C out = (v[size_t(j)] - m) * rs;
-        if (!w.empty()) out *= w[size_t(j)];
-        if (!b.empty()) out += b[size_t(j)];
-        v[size_t(j)] = out;
+        C o = v[size_t(j)] * rs;
+        if (!w.empty()) o *= w[size_t(j)];
+        if (!b.empty()) o += b[size_t(j)];
+        out[j] = o;
       }
-      kernels::narrow(v.data(), n, y + row * n);
+      if constexpr (!kStoredInCompute) kernels::narrow(v.data(), n, y + row * n);
       mean[row] = m;
       rstd[row] = rs;
     }
@@ -88,6 +127,7 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
                    const kernels::Compute<T>* rstd, Rows r,
                    const std::vector<kernels::Compute<T>>& w, Grads<T, kernels::Compute<T>> out) {
   using C = kernels::Compute<T>;
+  constexpr bool kStoredInCompute = std::is_same_v<T, C>;
   const int64_t n = r.n;
   // Fixed chunks of rows, each with its own dweight/dbias partials, added in chunk order: the
   // result does not depend on the thread count.
@@ -98,28 +138,27 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
   kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
     C* pw = part_w.data() + (begin / grain) * n;
     C* pb = part_b.data() + (begin / grain) * n;
+    // Widened x (then dx when T is narrower), widened g, xhat and g * weight of one row.
     std::vector<C> xv(static_cast<size_t>(n)), gv(static_cast<size_t>(n));
+    std::vector<C> xh(static_cast<size_t>(n)), gw(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
-      kernels::widen(x + row * n, n, xv.data());
-      kernels::widen(g + row * n, n, gv.data());
+      const C* xr = compute_row(x, row, n, xv);
+      const C* gr = compute_row(g, row, n, gv);
       const C m = mean[row], rs = rstd[row];
-      C sum_gw = 0, sum_gwx = 0;
       for (int64_t j = 0; j < n; ++j) {
-        const C xh = (xv[size_t(j)] - m) * rs, gj = gv[size_t(j)];
-        const C gw = w.empty() ? gj : gj * w[size_t(j)];
-        sum_gw += gw;
-        sum_gwx += gw * xh;
-        pw[j] += gj * xh;
-        pb[j] += gj;
+        xh[size_t(j)] = (xr[j] - m) * rs;
+        gw[size_t(j)] = w.empty() ? gr[j] : gr[j] * w[size_t(j)];
+        pw[j] += gr[j] * xh[size_t(j)];
+        pb[j] += gr[j];
       }
       if (!out.dx) continue;
-      const C mean_gw = sum_gw / C(n), mean_gwx = sum_gwx / C(n);
+      const C mean_gw = row_sum(gw.data(), n) / C(n);
+      const C mean_gwx = row_dot(gw.data(), xh.data(), n) / C(n);
+      C* dx = kStoredInCompute ? reinterpret_cast<C*>(out.dx + row * n) : xv.data();
       for (int64_t j = 0; j < n; ++j) {
-        const C xh = (xv[size_t(j)] - m) * rs;
-        const C gw = w.empty() ? gv[size_t(j)] : gv[size_t(j)] * w[size_t(j)];
-        xv[size_t(j)] = rs * (gw - mean_gw - xh * mean_gwx);
+        dx[j] = rs * (gw[size_t(j)] - mean_gw - xh[size_t(j)] * mean_gwx);
       }
-      kernels::narrow(xv.data(), n, out.dx + row * n);
+      if constexpr (!kStoredInCompute) kernels::narrow(xv.data(), n, out.dx + row * n);
     }
   });
   for (int64_t c = 0; c < chunks; ++c) {

@@ -56,35 +56,45 @@ void for_rows(const Dims& d, Body body) {
                         });
 }
 
-// Scores of each row (unscaled q k^T) become probabilities in place; lse gets each row's
-// log-sum-exp of the scaled scores.
+// The row rounded to bf16 into `out` (for the bf16 products), when out is not null.
 template <typename A>
-void softmax_rows(A* s, A* lse, const Dims& d, A scale) {
+void narrow_row(const A* row, int64_t n, bfloat16* out) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (out != nullptr) kernels::narrow<bfloat16>(row, n, out);
+  }
+}
+
+// Scores of each row (unscaled q k^T) become probabilities in place; lse gets each row's
+// log-sum-exp of the scaled scores; p16, if not null, gets the probabilities rounded to bf16.
+// fp32 rows use the vectorized max, exp and sum (libm's expf and serial sums were most of this
+// loop); max(s) scale is max(s scale) exactly, since scale > 0 and rounding is monotonic.
+template <typename A>
+void softmax_rows(A* s, A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr) {
   for_rows(d, [&](int64_t r, int64_t i) {
     A* row = s + r * d.t;
     const int64_t n = d.visible(i);
     A m = -std::numeric_limits<A>::infinity();
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
     A total = 0;
     if constexpr (std::is_same_v<A, float>) {
-      // The vectorized exp (libm's scalar expf was most of this loop): e_j = exp(s_j - m) in
-      // place, then P_j = e_j / total, the same probabilities up to rounding.
+      m = kernels::max_f32(row, n) * scale;
       for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - m;
       kernels::exp_f32(row, row, n);
-      for (int64_t j = 0; j < n; ++j) total += row[j];
+      total = kernels::sum_f32(row, n);
       for (int64_t j = 0; j < n; ++j) row[j] /= total;
     } else {
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
       for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
       for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - (m + std::log(total)));
     }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
     lse[r] = m + std::log(total);
+    narrow_row(row, d.t, p16 == nullptr ? nullptr : p16 + r * d.t);
   });
 }
 
 // The probabilities again, from unscaled scores and the saved log-sum-exp, as in forward.
 template <typename A>
-void probabilities_rows(A* s, const A* lse, const Dims& d, A scale) {
+void probabilities_rows(A* s, const A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr) {
   for_rows(d, [&](int64_t r, int64_t i) {
     A* row = s + r * d.t;
     const int64_t n = d.visible(i);
@@ -95,18 +105,27 @@ void probabilities_rows(A* s, const A* lse, const Dims& d, A scale) {
       for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
     }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
+    narrow_row(row, d.t, p16 == nullptr ? nullptr : p16 + r * d.t);
   });
 }
 
-// dP becomes dS in place.
+// dP becomes dS in place, and ds16, if not null, gets dS rounded to bf16. Only the visible keys
+// are read: dS is 0 where P is (masked keys), whatever dP holds there, as in the reference.
 template <typename A>
-void score_grad_rows(const A* p, A* dp, const Dims& d, A scale) {
-  for_rows(d, [&](int64_t r, int64_t) {
+void score_grad_rows(const A* p, A* dp, const Dims& d, A scale, bfloat16* ds16 = nullptr) {
+  for_rows(d, [&](int64_t r, int64_t i) {
     const A* prow = p + r * d.t;
     A* grow = dp + r * d.t;
+    const int64_t n = d.visible(i);
     A dot = 0;
-    for (int64_t j = 0; j < d.t; ++j) dot += prow[j] * grow[j];
-    for (int64_t j = 0; j < d.t; ++j) grow[j] = prow[j] * (grow[j] - dot) * scale;
+    if constexpr (std::is_same_v<A, float>) {
+      dot = kernels::dot_f32(prow, grow, n);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dot += prow[j] * grow[j];
+    }
+    for (int64_t j = 0; j < n; ++j) grow[j] = prow[j] * (grow[j] - dot) * scale;
+    for (int64_t j = n; j < d.t; ++j) grow[j] = 0;
+    narrow_row(grow, d.t, ds16 == nullptr ? nullptr : ds16 + r * d.t);
   });
 }
 
@@ -164,6 +183,14 @@ void for_chunks(const Dims& d, Body body) {
   }
 }
 
+// The bf16 copy of a chunk's P or dS for the bf16 products, or an undefined tensor when the
+// products take the accumulation dtype.
+Tensor bf16_operand(const Dims& c, DType operand) {
+  return operand == DType::bf16 ? empty(Shape{c.bh, c.t, c.t}, DType::bf16) : Tensor();
+}
+
+bfloat16* data_or_null(Tensor& t) { return t.defined() ? t.data<bfloat16>() : nullptr; }
+
 Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, Tensor& lse) {
   NoGradGuard no_grad;
   const DType acc = accumulation_dtype(q.dtype()), operand = operand_dtype(q.dtype());
@@ -174,14 +201,15 @@ Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dim
   lse = empty(Shape{d.bh, d.t}, acc);
   for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
     Tensor p = scores(q3.slice(begin, end), k3.slice(begin, end), c);
+    Tensor p16 = bf16_operand(c, operand);
     Tensor lse_c = lse.slice(begin, end);
     visit_accumulation(acc, [&]<typename A>() {
-      softmax_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
+      softmax_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c),
+                      data_or_null(p16));
     });
-    out3.slice(begin, end)
-        .copy_(detail::gemm({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh},
-                            as_operand(p, operand), as_operand(v3.slice(begin, end), operand),
-                            Shape{c.bh, c.t, c.dh}, q.dtype()));
+    if (p16.defined()) p = Tensor();  // the fp32 probabilities are done with
+    detail::gemm_into({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh}, p16.defined() ? p16 : p,
+                      as_operand(v3.slice(begin, end), operand), out3.slice(begin, end));
   });
   return out;
 }
@@ -201,32 +229,32 @@ std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor
   for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
     const kernels::GemmShape transposed_a{c.bh, c.t, c.dh, c.t, true, false, c.bh, c.bh};
     const kernels::GemmShape plain{c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh};
-    const Shape out_shape{c.bh, c.t, c.dh};
     const Tensor qc = q3.slice(begin, end), kc = k3.slice(begin, end);
     const Tensor vc = v3.slice(begin, end), gc = g3.slice(begin, end);
     const Tensor lse_c = lse_acc.slice(begin, end);
-    auto store = [&](size_t i, const Tensor& part) {
-      result[i].view(s3).slice(begin, end).copy_(part);
-    };
+    auto part = [&](size_t i) { return result[i].view(s3).slice(begin, end); };
     Tensor p = scores(qc, kc, c);
+    Tensor p16 = bf16_operand(c, operand);
     visit_accumulation(acc, [&]<typename A>() {
-      probabilities_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c));
+      probabilities_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c),
+                            data_or_null(p16));
     });
     if (need[2]) {
-      store(2, detail::gemm(transposed_a, as_operand(p, operand), as_operand(gc, operand),
-                            out_shape, v.dtype()));
+      detail::gemm_into(transposed_a, p16.defined() ? p16 : p, as_operand(gc, operand), part(2));
     }
+    p16 = Tensor();
     if (!need[0] && !need[1]) return;
     Tensor ds = detail::gemm({c.bh, c.t, c.t, c.dh, false, true, c.bh, c.bh}, gc, vc,
                              Shape{c.bh, c.t, c.t}, acc);
+    Tensor ds16 = bf16_operand(c, operand);
     visit_accumulation(acc, [&]<typename A>() {
-      score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c));
+      score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c),
+                         data_or_null(ds16));
     });
-    const Tensor dso = as_operand(ds, operand);
-    if (need[0]) store(0, detail::gemm(plain, dso, as_operand(kc, operand), out_shape, q.dtype()));
-    if (need[1]) {
-      store(1, detail::gemm(transposed_a, dso, as_operand(qc, operand), out_shape, k.dtype()));
-    }
+    p = Tensor();
+    if (ds16.defined()) ds = ds16;
+    if (need[0]) detail::gemm_into(plain, ds, as_operand(kc, operand), part(0));
+    if (need[1]) detail::gemm_into(transposed_a, ds, as_operand(qc, operand), part(1));
   });
   return result;
 }

@@ -114,5 +114,90 @@ TEST(Vmath, GeluTanhBackwardIsWithinToleranceOfDouble) {
   });
 }
 
+using Reduction = float (*)(const float*, int64_t);
+
+float dot_with_itself(const float* x, int64_t n) { return kernels::dot_f32(x, x, n); }
+float dot_with_itself_ref(const float* x, int64_t n) { return kernels::ref::dot_f32(x, x, n); }
+
+// Every length up to 100 (each tail), some long ones, and every offset in a vector, on the
+// sweep above (signed zeros, infinities and NaN among them) and on runs of -0.
+void expect_same_reduction_bits_on_every_isa(Reduction kernel, Reduction scalar) {
+  std::vector<float> x = inputs();
+  for (int i = 0; i < 40; ++i) x.push_back(-0.0f);
+  std::vector<std::pair<size_t, size_t>> cases;
+  for (size_t n = 0; n <= 100; ++n) cases.push_back({(n * 7919) % 2000, n});
+  for (size_t offset = 0; offset < 16; ++offset) cases.push_back({offset, 257});
+  cases.push_back({x.size() - 40, 40});  // all -0
+  cases.push_back({x.size() - 45, 45});  // inputs ending in NaN, 1e30..., then -0
+  cases.push_back({0, 200001});          // [-20, 0]: no specials
+  cases.push_back({0, x.size()});
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    for (const auto& [offset, n] : cases) {
+      const float got = kernel(x.data() + offset, int64_t(n));
+      const float want = scalar(x.data() + offset, int64_t(n));
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << name_of(isa) << ", offset " << offset << ", n " << n << ": " << got << " vs " << want;
+    }
+  }
+}
+
+TEST(Vmath, ReductionsGiveTheScalarBitsOnEveryIsa) {
+  expect_same_reduction_bits_on_every_isa(kernels::sum_f32, kernels::ref::sum_f32);
+  expect_same_reduction_bits_on_every_isa(dot_with_itself, dot_with_itself_ref);
+  expect_same_reduction_bits_on_every_isa(kernels::max_f32, kernels::ref::max_f32);
+  // The products of dot on distinct operands: a against the same values reversed.
+  const std::vector<float> a = inputs();
+  const std::vector<float> b(a.rbegin(), a.rend());
+  for (int64_t n : {0, 1, 15, 16, 17, 255, 256, 1000}) {
+    for (Isa isa : kAllIsas) {
+      if (isa > best_isa()) continue;
+      IsaLimit limit(isa);
+      EXPECT_EQ(std::bit_cast<uint32_t>(kernels::dot_f32(a.data() + 9, b.data() + 3, n)),
+                std::bit_cast<uint32_t>(kernels::ref::dot_f32(a.data() + 9, b.data() + 3, n)))
+          << name_of(isa) << ", n " << n;
+    }
+  }
+}
+
+// The sums within fp32 accumulation's bound of the exact sums in double: |error| <= atol +
+// rtol(n) sum |terms|, the tolerance of a reduction of length n.
+TEST(Vmath, SumAndDotAreWithinToleranceOfDouble) {
+  Philox rng(PhiloxState{9, 0, 0});
+  for (int64_t n : {1, 7, 16, 33, 256, 384, 1536, 100000}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = float(rng.normal());
+      b[i] = float(rng.normal() * 1e-3);
+    }
+    double sum = 0, sum_abs = 0, dot = 0, dot_abs = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      sum += a[i];
+      sum_abs += std::fabs(a[i]);
+      dot += double(a[i]) * b[i];
+      dot_abs += std::fabs(double(a[i]) * b[i]);
+    }
+    const test::Tolerance tol = test::tolerance(DType::f32, n);
+    EXPECT_LE(std::fabs(kernels::sum_f32(a.data(), n) - sum), tol.atol + tol.rtol * sum_abs)
+        << "n " << n;
+    EXPECT_LE(std::fabs(kernels::dot_f32(a.data(), b.data(), n) - dot),
+              tol.atol * 1e-3 + tol.rtol * dot_abs)
+        << "n " << n;
+  }
+}
+
+TEST(Vmath, MaxSkipsNanAndSumsStartAtPlusZero) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, -3.0f, 2.5f, nan, 2.5f, -1.0f};
+  EXPECT_EQ(kernels::max_f32(x.data(), int64_t(x.size())), 2.5f);
+  EXPECT_EQ(kernels::max_f32(x.data(), 1), -INFINITY);  // only NaN
+  EXPECT_EQ(kernels::max_f32(x.data(), 0), -INFINITY);
+  const std::vector<float> zeros = {-0.0f, 0.0f};
+  EXPECT_TRUE(std::signbit(kernels::max_f32(zeros.data(), 2)));  // the tie keeps the one held
+  EXPECT_EQ(kernels::sum_f32(x.data() + 1, 0), 0.0f);
+  EXPECT_FALSE(std::signbit(kernels::sum_f32(zeros.data(), 1)));  // lanes start at +0
+}
+
 }  // namespace
 }  // namespace mixp

@@ -2,6 +2,8 @@
 // compute the same bits.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/vmath.h"
 
 namespace mixp::kernels::avx512 {
@@ -34,7 +36,59 @@ static __m512 gelu_sigmoid16(__m512 x, __m512& x2, __m512& e) {
   return _mm512_div_ps(one, _mm512_add_ps(one, e));
 }
 
+// Lane l plus lane l + 8, then l + 4, l + 2, l + 1 (ref's fold_lanes).
+static float fold_sum(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(s8, 0), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+// The same folding for max_f32, `hi > lo ? hi : lo` each time: vmaxps returns its second
+// operand on ties and NaN.
+static float fold_max(__m512 v) {
+  const __m256 s8 = _mm256_max_ps(_mm512_extractf32x8_ps(v, 1), _mm512_extractf32x8_ps(v, 0));
+  const __m128 s4 = _mm_max_ps(_mm256_extractf128_ps(s8, 1), _mm256_extractf128_ps(s8, 0));
+  const __m128 s2 = _mm_max_ps(_mm_movehl_ps(s4, s4), s4);
+  return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(s2, s2, 1), s2));
+}
+
+static __mmask16 tail_mask(int64_t rest) { return __mmask16((1u << rest) - 1); }
+
 }  // namespace
+
+// The missing lanes of a tail add +0 (or a product of zeros), which changes no lane: x + +0 = x
+// for every x but -0, and a lane, starting at +0, is never -0 under round-to-nearest.
+float sum_f32(const float* x, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
+  if (i < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+  return fold_sum(acc);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    acc = _mm512_add_ps(
+        acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+  }
+  return fold_sum(acc);
+}
+
+float max_f32(const float* x, int64_t n) {
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 acc = minus_inf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(_mm512_loadu_ps(x + i), acc);
+  if (i < n) acc = _mm512_max_ps(_mm512_mask_loadu_ps(minus_inf, tail_mask(n - i), x + i), acc);
+  return fold_max(acc);
+}
 
 void exp_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;

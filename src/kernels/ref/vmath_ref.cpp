@@ -32,7 +32,46 @@ float gelu_sigmoid(float x, float& x2, float& e) {
   return 1.0f / (1.0f + e);
 }
 
+// The lanes of sum_f32 and dot_f32 folded into one: l + 8, l + 4, l + 2, l + 1.
+float fold_lanes(float (&lane)[kLanes]) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  }
+  return lane[0];
+}
+
 }  // namespace
+
+float sum_f32(const float* x, int64_t n) {
+  float lane[kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % kLanes] += x[i];
+  return fold_lanes(lane);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float lane[kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    const float product = a[i] * b[i];
+    lane[i % kLanes] += product;
+  }
+  return fold_lanes(lane);
+}
+
+float max_f32(const float* x, int64_t n) {
+  // The maximum does not depend on the order, except which zero wins when +0 and -0 tie:
+  // `x > m ? x : m` keeps the one already held, in a lane and in the folding, as the vector
+  // kernel does.
+  float lane[kLanes];
+  for (float& m : lane) m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    float& m = lane[i % kLanes];
+    m = x[i] > m ? x[i] : m;
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lane[l] = lane[l + width] > lane[l] ? lane[l + width] : lane[l];
+  }
+  return lane[0];
+}
 
 void exp_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp1(x[i]);
