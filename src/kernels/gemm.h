@@ -19,8 +19,10 @@ struct GemmShape {
   int64_t batch_a = 1, batch_b = 1;
 };
 
-/// in: f32 or bf16; C is f32. Uses oneDNN.
-void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c);
+/// in: f32 or bf16; C is f32. bias, if not null (batch 1 only), holds n values added to every
+/// row of C (to the fp32 sums, rounding once). Uses oneDNN.
+void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c,
+               const float* bias = nullptr);
 /// in: f32, f64, f16 or bf16; C is f64 for f64 inputs, else f32.
 void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, void* c);
 /// True when gemm_fast takes bf16 inputs on this CPU.

@@ -122,6 +122,23 @@ struct Grads {
   std::vector<Acc>& dbias;    // sum of g over rows, [n]
 };
 
+// One row's xhat and g * weight (g when weight is null), and its terms of dweight and dbias
+// added to pw and pb. The buffers do not overlap, which lets the compiler vectorize the loop.
+template <typename C>
+void row_terms(const C* __restrict x, const C* __restrict g, const C* __restrict weight, C m, C rs,
+               int64_t n, C* __restrict xh, C* __restrict gw, C* __restrict pw, C* __restrict pb) {
+  for (int64_t j = 0; j < n; ++j) {
+    xh[j] = (x[j] - m) * rs;
+    pw[j] += g[j] * xh[j];
+    pb[j] += g[j];
+  }
+  if (weight == nullptr) {
+    for (int64_t j = 0; j < n; ++j) gw[j] = g[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) gw[j] = g[j] * weight[j];
+  }
+}
+
 template <typename T>
 void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
                    const kernels::Compute<T>* rstd, Rows r,
@@ -144,13 +161,9 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, xv);
       const C* gr = compute_row(g, row, n, gv);
-      const C m = mean[row], rs = rstd[row];
-      for (int64_t j = 0; j < n; ++j) {
-        xh[size_t(j)] = (xr[j] - m) * rs;
-        gw[size_t(j)] = w.empty() ? gr[j] : gr[j] * w[size_t(j)];
-        pw[j] += gr[j] * xh[size_t(j)];
-        pb[j] += gr[j];
-      }
+      row_terms(xr, gr, w.empty() ? nullptr : w.data(), mean[row], rstd[row], n, xh.data(),
+                gw.data(), pw, pb);
+      const C rs = rstd[row];
       if (!out.dx) continue;
       const C mean_gw = row_sum(gw.data(), n) / C(n);
       const C mean_gwx = row_dot(gw.data(), xh.data(), n) / C(n);

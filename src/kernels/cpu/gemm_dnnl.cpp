@@ -33,7 +33,7 @@ dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t col
 // as a small product; a training step repeats the same few shapes, so primitives are kept.
 struct PrimitiveKey {
   int64_t batch, batch_a, batch_b, m, n, k;
-  bool trans_a, trans_b, bf16;
+  bool trans_a, trans_b, bf16, bias;
   friend bool operator==(const PrimitiveKey&, const PrimitiveKey&) = default;
 };
 
@@ -43,22 +43,24 @@ struct PrimitiveKeyHash {
     for (int64_t v : {k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) {
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     }
-    return h * 31u + (size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
+    return h * 31u +
+           (size_t(k.bias) << 3 | size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
   }
 };
 
 struct CachedMatmul {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
   dnnl::matmul primitive;
 };
 
-std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
+std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16, bool bias,
                                                   const dnnl::engine& engine) {
   static std::mutex mutex;
   static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedMatmul>, PrimitiveKeyHash>
       cache;
   constexpr size_t kMaxEntries = 512;
-  const PrimitiveKey key{s.batch, s.batch_a, s.batch_b, s.m, s.n, s.k, s.trans_a, s.trans_b, bf16};
+  const PrimitiveKey key{s.batch, s.batch_a, s.batch_b, s.m,  s.n,
+                         s.k,     s.trans_a, s.trans_b, bf16, bias};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
@@ -70,8 +72,16 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
   entry->a = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
   entry->b = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
   entry->c = matrix(batched, s.batch, s.m, s.n, false, dt::f32);
-  entry->primitive = dnnl::matmul(
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry->a, entry->b, entry->c), engine));
+  if (bias) {
+    // One row of n, broadcast over the rows; oneDNN adds it to the fp32 sums before storing
+    // them (one rounding, as adding it afterwards).
+    entry->bias = dnnl::memory::desc({1, s.n}, dt::f32, dnnl::memory::dims{s.n, 1});
+    entry->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(entry->a, entry->b, entry->bias, entry->c), engine));
+  } else {
+    entry->primitive = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry->a, entry->b, entry->c), engine));
+  }
   cache.emplace(key, entry);
   return entry;  // shared: a later clear() cannot pull it from under a running product
 }
@@ -80,24 +90,29 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
 
 bool gemm_fast_has_bf16() { return best_isa() >= Isa::avx512_bf16; }
 
-void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c) {
+void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c,
+               const float* bias) {
   MIXP_ASSERT(in == DType::f32 || (in == DType::bf16 && gemm_fast_has_bf16()), "gemm_fast on ",
               name_of(in));
+  MIXP_ASSERT(bias == nullptr || s.batch == 1, "gemm_fast: a bias on a batched product");
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
   if (s.k == 0) {
-    for (int64_t i = 0; i < s.batch * s.m * s.n; ++i) c[i] = 0.0f;
+    for (int64_t i = 0; i < s.batch * s.m * s.n; ++i) c[i] = bias ? bias[i % s.n] : 0.0f;
     return;
   }
   DnnlRuntime& r = dnnl_runtime();
   try {
     const std::shared_ptr<const CachedMatmul> cached =
-        cached_matmul(s, in == DType::bf16, r.engine);
+        cached_matmul(s, in == DType::bf16, bias != nullptr, r.engine);
     const CachedMatmul& mm = *cached;
     dnnl::memory a_mem(mm.a, r.engine, const_cast<void*>(a));
     dnnl::memory b_mem(mm.b, r.engine, const_cast<void*>(b));
     dnnl::memory c_mem(mm.c, r.engine, c);
-    mm.primitive.execute(r.stream,
-                         {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory(mm.bias, r.engine, const_cast<float*>(bias)));
+    mm.primitive.execute(r.stream, args);
     r.stream.wait();
   } catch (const dnnl::error& e) {
     MIXP_ASSERT(false, "oneDNN matmul failed (", e.what(), ") for batch ", s.batch, " m ", s.m,
