@@ -65,6 +65,14 @@ void max_pool2d_forward_fast(const Pool2dShape& p, DType dt, const void* x, void
 void max_pool2d_backward_fast(const Pool2dShape& p, DType dt, const void* dy, const int64_t* index,
                               void* dx);
 
+namespace avx512 {
+/// True when max_pool2d_pairs takes p and dt: f32 or bf16, every window two columns wide at
+/// columns 2j and 2j + 1 (2 x 2 pooling with stride 2 and no column padding; any rows).
+bool max_pool2d_pairs_apply(const Pool2dShape& p, DType dt);
+/// max_pool2d_forward_fast's results, bit for bit, 16 windows at a time.
+void max_pool2d_pairs(const Pool2dShape& p, DType dt, const void* x, void* y, int64_t* index);
+}  // namespace avx512
+
 void avg_pool2d_forward_reference(const Pool2dShape& p, DType dt, const void* x, void* y);
 void avg_pool2d_backward_reference(const Pool2dShape& p, DType dt, const void* dy, void* dx);
 void max_pool2d_forward_reference(const Pool2dShape& p, DType dt, const void* x, void* y,
