@@ -68,7 +68,7 @@ Stats<kernels::Compute<T>> batch_stats_fast(const T* x, Geometry geo, double eps
     std::vector<C> v(static_cast<size_t>((end - begin) * s));
     kernels::widen(x + begin * s, (end - begin) * s, v.data());
     for (int64_t u = begin; u < end; ++u)
-      p[u % geo.c] += kernels::blocked_sum<C>(v.data() + (u - begin) * s, s);
+      p[u % geo.c] += detail::row_sum(v.data() + (u - begin) * s, s);
   });
   Stats<C> st;
   st.mean.resize(sums.size());
@@ -78,10 +78,9 @@ Stats<kernels::Compute<T>> batch_stats_fast(const T* x, Geometry geo, double eps
     kernels::widen(x + begin * s, (end - begin) * s, v.data());
     for (int64_t u = begin; u < end; ++u) {
       const C m = st.mean[size_t(u % geo.c)];
-      const C* run = v.data() + (u - begin) * s;
-      C sq = 0;
-      for (int64_t i = 0; i < s; ++i) sq += (run[i] - m) * (run[i] - m);
-      p[u % geo.c] += sq;
+      C* run = v.data() + (u - begin) * s;  // a copy: becomes x - mean
+      for (int64_t i = 0; i < s; ++i) run[i] -= m;
+      p[u % geo.c] += detail::row_dot(run, run, s);
     }
   });
   st.var.resize(sums.size());
@@ -128,15 +127,11 @@ std::vector<kernels::Compute<T>> grad_sums_fast(const T* x, const T* g, Geometry
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u % geo.c;
       const C m = mean[c], rs = rstd[c];
-      const C* xr = xv.data() + (u - begin) * s;
+      C* xhat = xv.data() + (u - begin) * s;  // a copy of x: becomes xhat
       const C* gr = gv.data() + (u - begin) * s;
-      C sum_g = 0, sum_gx = 0;
-      for (int64_t i = 0; i < s; ++i) {
-        sum_g += gr[i];
-        sum_gx += gr[i] * (xr[i] - m) * rs;
-      }
-      p[2 * c] += sum_g;
-      p[2 * c + 1] += sum_gx;
+      for (int64_t i = 0; i < s; ++i) xhat[i] = (xhat[i] - m) * rs;
+      p[2 * c] += detail::row_sum(gr, s);
+      p[2 * c + 1] += detail::row_dot(gr, xhat, s);
     }
   });
 }

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/vmath.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -20,30 +19,6 @@ namespace {
 struct Rows {
   int64_t rows, n;  // x viewed as [rows, n]
 };
-
-// Sums along a row: fp32 by the vectorized kernels in their fixed order (serial fp32 sums, one
-// dependent addition after another, were most of this op's time), f64 serially.
-template <typename C>
-C row_sum(const C* x, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return kernels::sum_f32(x, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += x[j];
-    return total;
-  }
-}
-
-template <typename C>
-C row_dot(const C* a, const C* b, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return kernels::dot_f32(a, b, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-    return total;
-  }
-}
 
 // Row `row` of x in the compute dtype: x itself when it is stored so, else widened into `buffer`.
 template <typename T>
@@ -69,9 +44,9 @@ void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
     std::vector<C> v(static_cast<size_t>(n));  // x - mean, then the output when T is narrower
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, v);
-      const C m = row_sum(xr, n) / C(n);
+      const C m = detail::row_sum(xr, n) / C(n);
       for (int64_t j = 0; j < n; ++j) v[size_t(j)] = xr[j] - m;
-      const C rs = C(1) / std::sqrt(row_dot(v.data(), v.data(), n) / C(n) + C(eps));
+      const C rs = C(1) / std::sqrt(detail::row_dot(v.data(), v.data(), n) / C(n) + C(eps));
       C* out = kStoredInCompute ? reinterpret_cast<C*>(y + row * n) : v.data();
       for (int64_t j = 0; j < n; ++j) {
         C o = v[size_t(j)] * rs;
@@ -165,8 +140,8 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
                 gw.data(), pw, pb);
       const C rs = rstd[row];
       if (!out.dx) continue;
-      const C mean_gw = row_sum(gw.data(), n) / C(n);
-      const C mean_gwx = row_dot(gw.data(), xh.data(), n) / C(n);
+      const C mean_gw = detail::row_sum(gw.data(), n) / C(n);
+      const C mean_gwx = detail::row_dot(gw.data(), xh.data(), n) / C(n);
       C* dx = kStoredInCompute ? reinterpret_cast<C*>(out.dx + row * n) : xv.data();
       for (int64_t j = 0; j < n; ++j) {
         dx[j] = rs * (gw[size_t(j)] - mean_gw - xh[size_t(j)] * mean_gwx);

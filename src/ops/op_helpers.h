@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "kernels/elementwise.h"
+#include "kernels/vmath.h"
 #include "mixp/amp/autocast.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
@@ -31,6 +32,31 @@ Tensor empty_like(const Tensor& t);
 
 /// The dtype statistics and accumulators are kept in: fp32, or f64 for f64 data.
 inline DType accumulation_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
+
+// Sums along a row in the compute type: fp32 by the vectorized kernels in their fixed order
+// (serial fp32 sums, one dependent addition after another, were most of layer norm's and batch
+// norm's time), f64 serially.
+template <typename C>
+C row_sum(const C* x, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return kernels::sum_f32(x, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += x[j];
+    return total;
+  }
+}
+
+template <typename C>
+C row_dot(const C* a, const C* b, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return kernels::dot_f32(a, b, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
+    return total;
+  }
+}
 
 /// The elements of `t` (any dtype) as Acc, or an empty vector when `t` is undefined.
 template <typename Acc>

@@ -47,8 +47,8 @@ struct Held {
   __m512i index;
   void offer(__m512 v, __m512i at) {
     const __mmask16 ordered = _mm512_cmp_ps_mask(value, value, _CMP_ORD_Q);
-    const __mmask16 take =
-        ordered & (_mm512_cmp_ps_mask(v, value, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
+    const __mmask16 take = ordered & (_mm512_cmp_ps_mask(v, value, _CMP_GT_OQ) |
+                                      _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q));
     value = _mm512_mask_blend_ps(take, value, v);
     index = _mm512_mask_blend_epi32(take, index, at);
   }
@@ -63,8 +63,8 @@ void max_pairs(const Pool2dShape& p, const T* x, T* y, int64_t* index) {
   const int64_t grain = 16384 / plane_size > 0 ? 16384 / plane_size : 1;
   const int64_t* row_starts = p.rows.start.data();
   const int64_t* row_ends = p.rows.end.data();
-  const __m512i lane_column = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                                28, 30);
+  const __m512i lane_column =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   parallel_for(p.planes, grain, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* in = x + plane * p.h * p.w;
@@ -77,17 +77,20 @@ void max_pairs(const Pool2dShape& p, const T* x, T* y, int64_t* index) {
           const __mmask16 hi = n > 8 ? __mmask16((1u << (2 * (n - 8))) - 1) : __mmask16(0);
           // Start from each window's first element; offering it again changes nothing.
           const Pairs first = load_pairs(in + row_start * p.w + 2 * j, lo, hi);
-          Held held{first.left,
-                    _mm512_add_epi32(lane_column, _mm512_set1_epi32(int32_t(row_start * p.w + 2 * j)))};
+          Held held{
+              first.left,
+              _mm512_add_epi32(lane_column, _mm512_set1_epi32(int32_t(row_start * p.w + 2 * j)))};
           for (int64_t h = row_start; h < row_end; ++h) {
             const Pairs v = load_pairs(in + h * p.w + 2 * j, lo, hi);
-            const __m512i at = _mm512_add_epi32(lane_column, _mm512_set1_epi32(int32_t(h * p.w + 2 * j)));
+            const __m512i at =
+                _mm512_add_epi32(lane_column, _mm512_set1_epi32(int32_t(h * p.w + 2 * j)));
             held.offer(v.left, at);
             held.offer(v.right, _mm512_add_epi32(at, _mm512_set1_epi32(1)));
           }
           const int64_t o = plane * oh * ow + i * ow + j;
           store_values(y + o, m, held.value);
-          _mm512_mask_storeu_epi64(index + o, __mmask8(m), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(held.index)));
+          _mm512_mask_storeu_epi64(index + o, __mmask8(m),
+                                   _mm512_cvtepi32_epi64(_mm512_castsi512_si256(held.index)));
           _mm512_mask_storeu_epi64(index + o + 8, __mmask8(m >> 8),
                                    _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(held.index, 1)));
         }
