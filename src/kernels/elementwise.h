@@ -268,6 +268,24 @@ void sum_middle(const T* in, int64_t outer, int64_t n, int64_t inner, double sca
     }
     return;
   }
+  if (inner > 1 && !Reference && outer < 4 && n * inner > 4 * kBlock * 16) {
+    // A few slices of many columns (a bias gradient: [1, rows, features]): blocks of columns in
+    // parallel. Each column is summed over the rows in order, as below: the same bits.
+    constexpr int64_t kColumns = 256;
+    for (int64_t o = 0; o < outer; ++o) {
+      parallel_for(inner, kColumns, [&](int64_t begin, int64_t end) {
+        std::vector<Acc> acc(static_cast<size_t>(end - begin), Acc(0));
+        for (int64_t k = 0; k < n; ++k) {
+          const T* row = in + (o * n + k) * inner + begin;
+          for (int64_t i = 0; i < end - begin; ++i) acc[size_t(i)] += Acc(to_double(row[i]));
+        }
+        for (int64_t i = begin; i < end; ++i) {
+          out[o * inner + i] = from_double<T>(double(acc[size_t(i - begin)] * Acc(scale)));
+        }
+      });
+    }
+    return;
+  }
   auto one = [&](int64_t o) {
     if (inner == 1) {
       out[o] = from_double<T>(double(blocked_sum<Acc>(in + o * n, n) * Acc(scale)));

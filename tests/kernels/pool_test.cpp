@@ -59,8 +59,8 @@ TEST(MaxPoolKernel, Avx512PairsGiveTheScalarResults) {
         p.w = 2 * ow + extra_column;
         p.rows = kernels::sliding_axis(p.h, kernel, stride, kernel == 3 ? 1 : 0);
         p.cols = kernels::sliding_axis(p.w, 2, 2, 0);
-        SCOPED_TRACE(testing::Message() << "ow " << ow << ", w " << p.w << ", rows " << kernel
-                                        << "/" << stride);
+        SCOPED_TRACE(testing::Message()
+                     << "ow " << ow << ", w " << p.w << ", rows " << kernel << "/" << stride);
         expect_avx512_matches_scalar<float>(p, DType::f32);
         expect_avx512_matches_scalar<bfloat16>(p, DType::bf16);
       }

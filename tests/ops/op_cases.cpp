@@ -64,6 +64,12 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::sum(v[0], {1}); },
                    70001,
                    false});
+  // Column blocks in parallel (a bias gradient's shape): 601 columns are 2 blocks and a part.
+  cases.push_back({"sum/many_columns",
+                   {{{120, 601}, any}},
+                   [](const V& v) { return ops::sum(v[0], {0}); },
+                   120,
+                   false});
   cases.push_back({"max/dim0", {{{5, 7}, away}}, [](const V& v) { return ops::max(v[0], 0); }});
   cases.push_back(
       {"max/dim-1", {{{3, 4, 9}, away}}, [](const V& v) { return ops::max(v[0], -1, true); }});
