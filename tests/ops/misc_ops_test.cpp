@@ -9,6 +9,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "mixp/float_types.h"
 #include "mixp/memory.h"
 #include "mixp/ops.h"
 #include "mixp/runtime.h"
@@ -321,6 +322,43 @@ TEST(Attention, LowPrecisionResultAndShapeErrors) {
   EXPECT_THROW(ops::scaled_dot_product_attention(zeros({1, 1, 0, 4}), zeros({1, 1, 0, 4}),
                                                  zeros({1, 1, 0, 4})),
                Error);
+}
+
+// With bf16 inputs the products see P rounded once to bf16 (as PyTorch's autocast bf16
+// matmuls do). Two keys whose values cancel make that visible through the bf16 output:
+// query 1 sees keys 0 and 1 with probabilities p0 ~ 0.5025 and p1 ~ 0.4975, and v = [64, -64]
+// gives 64 (p0 - p1) ~ 0.32, which rounding each p to bf16 moves to 0.375, 2.5 times the bf16
+// tolerance. Likewise dV0 = dO0 + p0 dO1 = 32 - 64 p0. Fast and reference paths alike.
+TEST(Attention, Bf16ProductsSeeRoundedProbabilities) {
+  const Shape s{1, 1, 2, 1};
+  const Tensor q = from_values({0.0, 1.0}, s, DType::bf16);
+  const Tensor k = from_values({0.01, 0.0}, s, DType::bf16);
+  const Tensor v = from_values({64.0, -64.0}, s, DType::bf16);
+  const Tensor d_out = from_values({32.0, -64.0}, s, DType::bf16);
+  const double s0 = k.to_vector()[0];  // q1 k0, scale 1 for a head size of 1
+  const double p0 = std::exp(s0) / (std::exp(s0) + 1), p1 = 1 / (std::exp(s0) + 1);
+  auto bf16 = [](double x) { return double(float(bfloat16(float(x)))); };
+  const double out_rounded = bf16(64 * bf16(p0) - 64 * bf16(p1)), out_exact = bf16(64 * (p0 - p1));
+  const double dv0_rounded = bf16(32 - 64 * bf16(p0)), dv0_exact = bf16(32 - 64 * p0);
+  const test::Tolerance tol = test::tolerance(DType::bf16, 2);
+  auto near = [&](double got, double want) {
+    return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+  };
+  ASSERT_FALSE(near(out_exact, out_rounded));  // the case tells the two apart
+  ASSERT_FALSE(near(dv0_exact, dv0_rounded));
+  for (bool reference : {false, true}) {
+    std::optional<ReferenceMode> mode;
+    if (reference) mode.emplace();
+    Tensor vg = v.detach().set_requires_grad(true);
+    const Tensor y = ops::scaled_dot_product_attention(q, k, vg);
+    y.backward(d_out);
+    EXPECT_TRUE(near(y.to_vector()[1], out_rounded))
+        << (reference ? "reference" : "fast") << ": " << y.to_vector()[1] << " vs " << out_rounded
+        << " (unrounded P: " << out_exact << ")";
+    EXPECT_TRUE(near(vg.grad().to_vector()[0], dv0_rounded))
+        << (reference ? "reference" : "fast") << ": " << vg.grad().to_vector()[0] << " vs "
+        << dv0_rounded << " (unrounded P: " << dv0_exact << ")";
+  }
 }
 
 }  // namespace
