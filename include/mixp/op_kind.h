@@ -66,6 +66,8 @@ enum class OpKind : uint16_t {
   // normalization
   layer_norm,
   batch_norm,
+  // layout, fused
+  split_heads,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 // clang-format on

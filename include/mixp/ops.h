@@ -139,6 +139,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim);
 /// Consecutive chunks of `size` along `dim`, the last one smaller when `size` does not divide
 /// the dimension; ceil(n / size) copies. Gradients flow back from every chunk that gets one.
 std::vector<Tensor> split(const Tensor& x, int64_t size, int dim);
+/// Multi-head attention's q, k and v from a packed projection qkv [B, T, 3C], each [B, heads,
+/// T, C / heads]: split(qkv, C, 2), then each part reshaped to [B, T, heads, Dh] and permuted
+/// {0, 2, 1, 3}, in one pass (and one pass back in backward).
+///   auto qkv = ops::split_heads(c_attn(x), n_head);  // qkv[0] is q, [B, H, T, Dh]
+std::vector<Tensor> split_heads(const Tensor& qkv, int64_t heads);
 /// Positions [start, start + length) of dimension `dim`, as a copy (slice() is the view along
 /// dimension 0).
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);

@@ -46,11 +46,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t c = options_.n_embd, heads = options_.n_head;
   check_input("CausalSelfAttention", x, c);
   const int64_t b = x.size(0), t = x.size(1);
-  const std::vector<Tensor> qkv = ops::split(c_attn_->forward(x), c, 2);  // q, k, v [B, T, C]
-  std::vector<Tensor> per_head;
-  for (const Tensor& z : qkv) {
-    per_head.push_back(ops::permute(z.reshape({b, t, heads, c / heads}), {0, 2, 1, 3}));
-  }
+  const std::vector<Tensor> per_head =
+      ops::split_heads(c_attn_->forward(x), heads);  // [B, H, T, Dh]
   const Tensor y = ops::scaled_dot_product_attention(per_head[0], per_head[1], per_head[2],
                                                      /*causal=*/true);  // [B, H, T, Dh]
   const Tensor merged = ops::permute(y, {0, 2, 1, 3}).reshape({b, t, c});

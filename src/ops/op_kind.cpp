@@ -65,6 +65,7 @@ constexpr OpInfo kOps[] = {
     {OpKind::layer_norm, "layer_norm", fp32_compute, false, nullptr, true},
     // Its output feeds a conv; statistics and running stats stay fp32 inside the op.
     {OpKind::batch_norm, "batch_norm", fp32_compute, false, nullptr, true},
+    {OpKind::split_heads, "split_heads", keep, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

@@ -207,6 +207,53 @@ TEST(CatSplit, GradientsOfSplitOutputsLandInPlace) {
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{2, 2, 0, 0, 3}));
 }
 
+// ---- split_heads ----
+
+// The fused op against the composition it replaces, bit for bit, forward and backward, with
+// k getting no gradient (its part of dqkv must be zeros).
+TEST(SplitHeads, EqualsSplitReshapePermute) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Philox rng(PhiloxState{4, 0, 0});
+    const int64_t b = 2, t = 5, heads = 3, dh = 4, c = heads * dh;
+    const Tensor x = randn({b, t, 3 * c}, rng, 1.0, dtype);
+    const Tensor gq = randn({b, heads, t, dh}, rng, 1.0, dtype);
+    const Tensor gv = randn({b, heads, t, dh}, rng, 1.0, dtype);
+    Tensor fused_in = x.detach().set_requires_grad(true);
+    Tensor composed_in = x.detach().set_requires_grad(true);
+    const std::vector<Tensor> fused = ops::split_heads(fused_in, heads);
+    std::vector<Tensor> composed;
+    for (const Tensor& part : ops::split(composed_in, c, 2)) {
+      composed.push_back(ops::permute(part.reshape({b, t, heads, dh}), {0, 2, 1, 3}));
+    }
+    ASSERT_EQ(fused.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(fused[i].shape(), Shape({b, heads, t, dh}));
+      EXPECT_EQ(fused[i].dtype(), dtype);
+      EXPECT_EQ(fused[i].to_vector(), composed[i].to_vector()) << "part " << i;
+    }
+    ops::add(ops::sum(ops::mul(fused[0], gq)), ops::sum(ops::mul(fused[2], gv))).backward();
+    ops::add(ops::sum(ops::mul(composed[0], gq)), ops::sum(ops::mul(composed[2], gv))).backward();
+    EXPECT_EQ(fused_in.grad().to_vector(), composed_in.grad().to_vector()) << name_of(dtype);
+    const std::vector<double> dk = ops::narrow(fused_in.grad(), 2, c, c).to_vector();
+    for (double v : dk) ASSERT_EQ(v, 0.0);
+  }
+}
+
+TEST(SplitHeads, ShapeErrorsNameTheSizes) {
+  EXPECT_NE(error_message([] {
+              ops::split_heads(zeros({2, 4, 10}), 2);
+            }).find("[2, 4, 10]"),
+            std::string::npos);
+  EXPECT_NE(error_message([] {
+              ops::split_heads(zeros({2, 4, 12}), 3);
+            }).find("3 heads do not divide the width C = 4"),
+            std::string::npos);
+  EXPECT_NE(error_message([] {
+              ops::split_heads(zeros({4, 12}), 1);
+            }).find("[B, T, 3C]"),
+            std::string::npos);
+}
+
 // ---- scaled_dot_product_attention ----
 
 // Sets positions t of dimension 2 of a [B, H, T, Dh] f32 tensor to `value`.

@@ -284,6 +284,12 @@ std::vector<OpCase> all_op_cases() {
                      const std::vector<Tensor> c = ops::split(v[0], 3, -1);
                      return ops::cat({c[2], c[0]}, 1);
                    }});
+  // q, k and v weighted differently, so that the gradient check sees each put back in place.
+  cases.push_back(
+      {"split_heads", {{{2, 3, 12}, any}}, [](const V& v) {
+         const std::vector<Tensor> p = ops::split_heads(v[0], 2);
+         return ops::cat({p[0], ops::mul_scalar(p[1], 2.0), ops::mul_scalar(p[2], -3.0)}, 1);
+       }});
   cases.push_back(
       {"narrow/dim1", {{{4, 6, 3}, any}}, [](const V& v) { return ops::narrow(v[0], 1, 2, 3); }});
   cases.push_back(
