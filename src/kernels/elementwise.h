@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/vmath.h"
 #include "mixp/convert.h"
 #include "mixp/tensor.h"
 #include "tensor/element.h"
@@ -243,6 +244,21 @@ inline Acc blocked_sum(const T* x, int64_t n) {
   return total;
 }
 
+/// acc[i] += row[i] for i < n: the vectorized kernels for fp32 sums of f32, bf16 and f16 rows
+/// (the same bits as the loop: one exact widening and one addition each).
+template <typename T, typename Acc>
+inline void accumulate_row(const T* row, Acc* acc, int64_t n) {
+  if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float>) {
+    accumulate_f32(row, acc, n);
+  } else if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, bfloat16>) {
+    accumulate_bf16(reinterpret_cast<const uint16_t*>(row), acc, n);
+  } else if constexpr (std::is_same_v<Acc, float> && std::is_same_v<T, float16>) {
+    accumulate_f16(reinterpret_cast<const uint16_t*>(row), acc, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) acc[i] += Acc(to_double(row[i]));
+  }
+}
+
 /// Sums `in` viewed as [outer, n, inner] over the middle dimension into out [outer, inner],
 /// accumulating in fp32 (fast; double for f64) or double (reference), times `scale`, rounded
 /// once.
@@ -271,13 +287,14 @@ void sum_middle(const T* in, int64_t outer, int64_t n, int64_t inner, double sca
   if (inner > 1 && !Reference && outer < 4 && n * inner > 4 * kBlock * 16) {
     // A few slices of many columns (a bias gradient: [1, rows, features]): blocks of columns in
     // parallel. Each column is summed over the rows in order, as below: the same bits.
-    constexpr int64_t kColumns = 256;
+    // About four blocks, at least 64 columns each: long rows stream better than short ones
+    // (256-column blocks were 45% slower on a [4096, 1536] bf16 gradient than 384).
+    const int64_t columns = std::max<int64_t>(64, (inner / 4 + 15) / 16 * 16);
     for (int64_t o = 0; o < outer; ++o) {
-      parallel_for(inner, kColumns, [&](int64_t begin, int64_t end) {
+      parallel_for(inner, columns, [&](int64_t begin, int64_t end) {
         std::vector<Acc> acc(static_cast<size_t>(end - begin), Acc(0));
         for (int64_t k = 0; k < n; ++k) {
-          const T* row = in + (o * n + k) * inner + begin;
-          for (int64_t i = 0; i < end - begin; ++i) acc[size_t(i)] += Acc(to_double(row[i]));
+          accumulate_row(in + (o * n + k) * inner + begin, acc.data(), end - begin);
         }
         for (int64_t i = begin; i < end; ++i) {
           out[o * inner + i] = from_double<T>(double(acc[size_t(i - begin)] * Acc(scale)));
@@ -292,10 +309,7 @@ void sum_middle(const T* in, int64_t outer, int64_t n, int64_t inner, double sca
       return;
     }
     std::vector<Acc> acc(static_cast<size_t>(inner), Acc(0));
-    for (int64_t k = 0; k < n; ++k) {
-      const T* row = in + (o * n + k) * inner;
-      for (int64_t i = 0; i < inner; ++i) acc[size_t(i)] += Acc(to_double(row[i]));
-    }
+    for (int64_t k = 0; k < n; ++k) accumulate_row(in + (o * n + k) * inner, acc.data(), inner);
     for (int64_t i = 0; i < inner; ++i) {
       out[o * inner + i] = from_double<T>(double(acc[size_t(i)] * Acc(scale)));
     }

@@ -33,4 +33,16 @@ float max_f32(const float* x, int64_t n) {
   return use_avx512() ? avx512::max_f32(x, n) : ref::max_f32(x, n);
 }
 
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n) {
+  use_avx512() ? avx512::accumulate_bf16(x, acc, n) : ref::accumulate_bf16(x, acc, n);
+}
+
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n) {
+  use_avx512() ? avx512::accumulate_f16(x, acc, n) : ref::accumulate_f16(x, acc, n);
+}
+
+void accumulate_f32(const float* x, float* acc, int64_t n) {
+  use_avx512() ? avx512::accumulate_f32(x, acc, n) : ref::accumulate_f32(x, acc, n);
+}
+
 }  // namespace mixp::kernels

@@ -38,6 +38,12 @@ float sum_f32(const float* x, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 /// The largest x[i], NaNs skipped (a NaN never wins); -inf for n == 0 or all NaN.
 float max_f32(const float* x, int64_t n);
+/// acc[i] += x[i] for i < n, x widened exactly (bf16 and f16 given as their bits): one row of a
+/// sum over rows, such as a bias gradient's. One rounding per element, so any ISA gives the
+/// same bits.
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f32(const float* x, float* acc, int64_t n);
 
 namespace ref {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
@@ -46,6 +52,9 @@ void exp_f32(const float* x, float* y, int64_t n);
 float sum_f32(const float* x, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 float max_f32(const float* x, int64_t n);
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f32(const float* x, float* acc, int64_t n);
 }  // namespace ref
 
 namespace avx512 {
@@ -55,6 +64,9 @@ void exp_f32(const float* x, float* y, int64_t n);
 float sum_f32(const float* x, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 float max_f32(const float* x, int64_t n);
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
+void accumulate_f32(const float* x, float* acc, int64_t n);
 }  // namespace avx512
 
 /// The constants both versions share (constexpr, so no inline function crosses ISA files).

@@ -22,28 +22,26 @@ struct Heads {
 void move_heads(const Heads& h, size_t element, char* packed, char* const parts[3],
                 bool to_packed) {
   const size_t run = size_t(h.head_size) * element;
-  kernels::parallel_for(h.batch * h.t, std::max<int64_t>(1, 4096 / (3 * h.c)),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t row = begin; row < end; ++row) {
-                            const int64_t b = row / h.t, s = row % h.t;
-                            char* from = packed + size_t(row * 3 * h.c) * element;
-                            for (int part = 0; part < 3; ++part) {
-                              if (parts[part] == nullptr) continue;
-                              for (int64_t head = 0; head < h.heads; ++head) {
-                                char* packed_run =
-                                    from + size_t(part * h.c + head * h.head_size) * element;
-                                char* part_run =
-                                    parts[part] +
-                                    size_t(((b * h.heads + head) * h.t + s) * h.head_size) * element;
-                                if (to_packed) {
-                                  std::memcpy(packed_run, part_run, run);
-                                } else {
-                                  std::memcpy(part_run, packed_run, run);
-                                }
-                              }
-                            }
-                          }
-                        });
+  kernels::parallel_for(
+      h.batch * h.t, std::max<int64_t>(1, 4096 / (3 * h.c)), [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+          const int64_t b = row / h.t, s = row % h.t;
+          char* from = packed + size_t(row * 3 * h.c) * element;
+          for (int part = 0; part < 3; ++part) {
+            if (parts[part] == nullptr) continue;
+            for (int64_t head = 0; head < h.heads; ++head) {
+              char* packed_run = from + size_t(part * h.c + head * h.head_size) * element;
+              char* part_run =
+                  parts[part] + size_t(((b * h.heads + head) * h.t + s) * h.head_size) * element;
+              if (to_packed) {
+                std::memcpy(packed_run, part_run, run);
+              } else {
+                std::memcpy(part_run, packed_run, run);
+              }
+            }
+          }
+        }
+      });
 }
 
 struct SplitHeadsBackward : autograd::Node {

@@ -90,6 +90,33 @@ float max_f32(const float* x, int64_t n) {
   return fold_max(acc);
 }
 
+// The tails are masked: the lanes outside them are neither read nor written.
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    const __m512i bits = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i));
+    const __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
+    _mm512_mask_storeu_ps(acc + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), v));
+  }
+}
+
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    const __m512 v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i));
+    _mm512_mask_storeu_ps(acc + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), v));
+  }
+}
+
+void accumulate_f32(const float* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : tail_mask(n - i);
+    _mm512_mask_storeu_ps(
+        acc + i, m,
+        _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + i), _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 void exp_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));

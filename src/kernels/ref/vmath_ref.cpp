@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/vmath.h"
+#include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
 namespace {
@@ -71,6 +72,18 @@ float max_f32(const float* x, int64_t n) {
     for (int l = 0; l < width; ++l) lane[l] = lane[l + width] > lane[l] ? lane[l + width] : lane[l];
   }
   return lane[0];
+}
+
+void accumulate_bf16(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += float(bfloat16::from_bits(x[i]));
+}
+
+void accumulate_f16(const uint16_t* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += float(float16::from_bits(x[i]));
+}
+
+void accumulate_f32(const float* x, float* acc, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
 }
 
 void exp_f32(const float* x, float* y, int64_t n) {
