@@ -56,11 +56,12 @@ void for_rows(const Dims& d, Body body) {
                         });
 }
 
-// The row rounded to bf16 into `out` (for the bf16 products), when out is not null.
+// Row r (of n values) rounded to bf16 into row r of `out` (for the bf16 products), when out is
+// not null.
 template <typename A>
-void narrow_row(const A* row, int64_t n, bfloat16* out) {
+void narrow_row(const A* row, int64_t r, int64_t n, bfloat16* out) {
   if constexpr (std::is_same_v<A, float>) {
-    if (out != nullptr) kernels::narrow<bfloat16>(row, n, out);
+    if (out != nullptr) kernels::narrow<bfloat16>(row, n, out + r * n);
   }
 }
 
@@ -88,7 +89,7 @@ void softmax_rows(A* s, A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr)
     }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
     lse[r] = m + std::log(total);
-    narrow_row(row, d.t, p16 == nullptr ? nullptr : p16 + r * d.t);
+    narrow_row(row, r, d.t, p16);
   });
 }
 
@@ -105,7 +106,7 @@ void probabilities_rows(A* s, const A* lse, const Dims& d, A scale, bfloat16* p1
       for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
     }
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
-    narrow_row(row, d.t, p16 == nullptr ? nullptr : p16 + r * d.t);
+    narrow_row(row, r, d.t, p16);
   });
 }
 
@@ -125,7 +126,7 @@ void score_grad_rows(const A* p, A* dp, const Dims& d, A scale, bfloat16* ds16 =
     }
     for (int64_t j = 0; j < n; ++j) grow[j] = prow[j] * (grow[j] - dot) * scale;
     for (int64_t j = n; j < d.t; ++j) grow[j] = 0;
-    narrow_row(grow, d.t, ds16 == nullptr ? nullptr : ds16 + r * d.t);
+    narrow_row(grow, r, d.t, ds16);
   });
 }
 

@@ -187,42 +187,40 @@ TEST(Vmath, SumAndDotAreWithinToleranceOfDouble) {
   }
 }
 
+// accumulate(x, acc, n) at every ISA against scalar(x, acc, n), from accumulators holding `start`.
+template <typename X>
+void expect_same_accumulation_on_every_isa(void (*kernel)(const X*, float*, int64_t),
+                                           void (*scalar)(const X*, float*, int64_t), const X* x,
+                                           const std::vector<float>& start, int64_t n) {
+  std::vector<float> want(start.begin(), start.begin() + n);
+  scalar(x, want.data(), n);
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    std::vector<float> got(start.begin(), start.begin() + n);
+    kernel(x, got.data(), n);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), size_t(n) * sizeof(float)), 0)
+        << name_of(isa) << ", n " << n;
+  }
+}
+
 // Every 16-bit pattern (bf16 and f16: subnormals, infinities, NaNs), added to accumulators
 // that hold the sweep's values, at lengths with every tail: the bits of the scalar kernels.
 TEST(Vmath, AccumulateGivesTheScalarBitsOnEveryIsa) {
   std::vector<uint16_t> patterns(65536);
   for (size_t i = 0; i < patterns.size(); ++i) patterns[i] = uint16_t(i);
   const std::vector<float> start = inputs();
-  using Accumulate16 = void (*)(const uint16_t*, float*, int64_t);
-  const std::pair<Accumulate16, Accumulate16> kernels16[] = {
-      {kernels::accumulate_bf16, kernels::ref::accumulate_bf16},
-      {kernels::accumulate_f16, kernels::ref::accumulate_f16}};
-  for (const auto& [kernel, scalar] : kernels16) {
-    for (int64_t n : {int64_t(65536), int64_t(1), int64_t(15), int64_t(17), int64_t(33)}) {
-      std::vector<float> want(start.begin(), start.begin() + n);
-      scalar(patterns.data() + 65536 - n, want.data(), n);
-      for (Isa isa : kAllIsas) {
-        if (isa > best_isa()) continue;
-        IsaLimit limit(isa);
-        std::vector<float> got(start.begin(), start.begin() + n);
-        kernel(patterns.data() + 65536 - n, got.data(), n);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), size_t(n) * sizeof(float)), 0)
-            << name_of(isa) << ", n " << n;
-      }
-    }
+  for (int64_t n : {int64_t(65536), int64_t(1), int64_t(15), int64_t(17), int64_t(33)}) {
+    const uint16_t* x = patterns.data() + 65536 - n;
+    expect_same_accumulation_on_every_isa(kernels::accumulate_bf16, kernels::ref::accumulate_bf16,
+                                          x, start, n);
+    expect_same_accumulation_on_every_isa(kernels::accumulate_f16, kernels::ref::accumulate_f16, x,
+                                          start, n);
   }
   const std::vector<float> x(start.rbegin(), start.rend());
   for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(16), int64_t(31)}) {
-    std::vector<float> want(start.begin(), start.begin() + n);
-    kernels::ref::accumulate_f32(x.data(), want.data(), n);
-    for (Isa isa : kAllIsas) {
-      if (isa > best_isa()) continue;
-      IsaLimit limit(isa);
-      std::vector<float> got(start.begin(), start.begin() + n);
-      kernels::accumulate_f32(x.data(), got.data(), n);
-      ASSERT_EQ(std::memcmp(got.data(), want.data(), size_t(n) * sizeof(float)), 0)
-          << name_of(isa) << ", n " << n;
-    }
+    expect_same_accumulation_on_every_isa(kernels::accumulate_f32, kernels::ref::accumulate_f32,
+                                          x.data(), start, n);
   }
 }
 
