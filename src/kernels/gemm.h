@@ -1,6 +1,7 @@
 // Batched matrix products with fp32 accumulation. Private to mixp.
 //   fast: oneDNN matmul for f32 and bf16 inputs (bf16 only where the CPU has AVX-512 BF16;
-//         the caller widens otherwise), f32 output.
+//         the caller widens otherwise), f32 output, or bf16 for bf16 inputs (oneDNN rounds the
+//         fp32 sums to nearest even as it stores them, flushing fp32 subnormals to zero).
 //   reference: plain loops accumulating in double, f32 or f64 output.
 #pragma once
 
@@ -19,9 +20,9 @@ struct GemmShape {
   int64_t batch_a = 1, batch_b = 1;
 };
 
-/// in: f32 or bf16; C is f32. bias, if not null (batch 1 only), holds n values added to every
-/// row of C (to the fp32 sums, rounding once). Uses oneDNN.
-void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c,
+/// in: f32 or bf16; out (C's dtype): f32, or bf16 for bf16 inputs. bias, if not null (batch 1
+/// only), holds n values added to every row of C (to the fp32 sums, rounding once). Uses oneDNN.
+void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void* c, DType out,
                const float* bias = nullptr);
 /// in: f32, f64, f16 or bf16; C is f64 for f64 inputs, else f32.
 void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, void* c);

@@ -21,10 +21,11 @@ void product_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b,
     // gpt step).
     const float* bias_data = wide_bias.defined() ? wide_bias.data<float>() : nullptr;
     if (in == DType::f32 || (in == DType::bf16 && kernels::gemm_fast_has_bf16())) {
-      kernels::gemm_fast(s, in, a.raw_data(), b.raw_data(), c.data<float>(), bias_data);
+      kernels::gemm_fast(s, in, a.raw_data(), b.raw_data(), c.data<float>(), DType::f32, bias_data);
     } else {
       const Tensor wa = a.to(DType::f32), wb = b.to(DType::f32);
-      kernels::gemm_fast(s, DType::f32, wa.raw_data(), wb.raw_data(), c.data<float>(), bias_data);
+      kernels::gemm_fast(s, DType::f32, wa.raw_data(), wb.raw_data(), c.data<float>(), DType::f32,
+                         bias_data);
     }
     return;
   }
@@ -69,21 +70,35 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
     product_into(s, a, b, bias, out);
     return;
   }
+  // A bf16 product into a bf16 result is rounded by oneDNN as it stores its fp32 sums: one pass
+  // over a result half the size, where rounding here would read the sums back and write them
+  // again (about 5% of a bf16 gpt step). oneDNN rounds to nearest even, with fp32 subnormals
+  // flushed to zero, as vdpbf16ps flushes every partial sum before them (docs/formats.md).
+  const bool rounded_by_onednn = out.dtype() == DType::bf16 && a.dtype() == DType::bf16 &&
+                                 !reference_mode() && kernels::gemm_fast_has_bf16();
+  const Tensor wide_bias = rounded_by_onednn && bias.defined() ? bias.to(DType::f32) : Tensor();
+  auto block = [&](const kernels::GemmShape& part, const Tensor& a_part, Tensor out_part) {
+    if (rounded_by_onednn) {
+      kernels::gemm_fast(part, DType::bf16, a_part.raw_data(), b.raw_data(), out_part.raw_data(),
+                         DType::bf16, wide_bias.defined() ? wide_bias.data<float>() : nullptr);
+      return;
+    }
+    const Tensor c = empty(out_part.shape(), acc, MemoryTag::workspace);
+    product_into(part, a_part, b, bias, c);
+    out_part.copy_(c);
+  };
   const int64_t rows = rows_per_block(s);
   if (s.batch != 1 || s.trans_a || rows >= s.m) {
-    const Tensor c = empty(out.shape(), acc, MemoryTag::workspace);
-    product_into(s, a, b, bias, c);
-    out.copy_(c);
+    block(s, a, out);
     return;
   }
-  // Rows of A (stored [m, k]) and of C are contiguous: compute and round block by block.
+  // Rows of A (stored [m, k]) and of C are contiguous: block by block (oneDNN's rounding too
+  // measured a little faster in blocks than whole).
   const Tensor a2 = a.view(Shape{s.m, s.k}), out2 = out.view(Shape{s.m, s.n});
   for (int64_t begin = 0; begin < s.m; begin += rows) {
     kernels::GemmShape part = s;
     part.m = std::min(rows, s.m - begin);
-    const Tensor c = empty(Shape{part.m, s.n}, acc, MemoryTag::workspace);
-    product_into(part, a2.slice(begin, begin + part.m), b, bias, c);
-    out2.slice(begin, begin + part.m).copy_(c);
+    block(part, a2.slice(begin, begin + part.m), out2.slice(begin, begin + part.m));
   }
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
+#include "mixp/float_types.h"
 
 namespace mixp::kernels {
 namespace {
@@ -33,7 +34,7 @@ dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t col
 // as a small product; a training step repeats the same few shapes, so primitives are kept.
 struct PrimitiveKey {
   int64_t batch, batch_a, batch_b, m, n, k;
-  bool trans_a, trans_b, bf16, bias;
+  bool trans_a, trans_b, bf16, bias, bf16_out;
   friend bool operator==(const PrimitiveKey&, const PrimitiveKey&) = default;
 };
 
@@ -43,8 +44,7 @@ struct PrimitiveKeyHash {
     for (int64_t v : {k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) {
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     }
-    return h * 31u +
-           (size_t(k.bias) << 3 | size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
+    return h * 31u + (size_t(k.bf16_out) << 4 | size_t(k.bias) << 3 | size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
   }
 };
 
@@ -54,13 +54,13 @@ struct CachedMatmul {
 };
 
 std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16, bool bias,
-                                                  const dnnl::engine& engine) {
+                                                  bool bf16_out, const dnnl::engine& engine) {
   static std::mutex mutex;
   static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedMatmul>, PrimitiveKeyHash>
       cache;
   constexpr size_t kMaxEntries = 512;
   const PrimitiveKey key{s.batch, s.batch_a, s.batch_b, s.m,  s.n,
-                         s.k,     s.trans_a, s.trans_b, bf16, bias};
+                         s.k,     s.trans_a, s.trans_b, bf16, bias, bf16_out};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
@@ -71,7 +71,7 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
   auto entry = std::make_shared<CachedMatmul>();
   entry->a = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
   entry->b = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
-  entry->c = matrix(batched, s.batch, s.m, s.n, false, dt::f32);
+  entry->c = matrix(batched, s.batch, s.m, s.n, false, bf16_out ? dt::bf16 : dt::f32);
   if (bias) {
     // One row of n, broadcast over the rows; oneDNN adds it to the fp32 sums before storing
     // them (one rounding, as adding it afterwards).
@@ -90,20 +90,29 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
 
 bool gemm_fast_has_bf16() { return best_isa() >= Isa::avx512_bf16; }
 
-void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, float* c,
+void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void* c, DType out,
                const float* bias) {
   MIXP_ASSERT(in == DType::f32 || (in == DType::bf16 && gemm_fast_has_bf16()), "gemm_fast on ",
               name_of(in));
+  MIXP_ASSERT(out == DType::f32 || (out == DType::bf16 && in == DType::bf16), "gemm_fast: ",
+              name_of(in), " products into ", name_of(out));
   MIXP_ASSERT(bias == nullptr || s.batch == 1, "gemm_fast: a bias on a batched product");
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
   if (s.k == 0) {
-    for (int64_t i = 0; i < s.batch * s.m * s.n; ++i) c[i] = bias ? bias[i % s.n] : 0.0f;
+    for (int64_t i = 0; i < s.batch * s.m * s.n; ++i) {
+      const float v = bias ? bias[i % s.n] : 0.0f;
+      if (out == DType::f32) {
+        static_cast<float*>(c)[i] = v;
+      } else {
+        static_cast<bfloat16*>(c)[i] = bfloat16(v);
+      }
+    }
     return;
   }
   DnnlRuntime& r = dnnl_runtime();
   try {
     const std::shared_ptr<const CachedMatmul> cached =
-        cached_matmul(s, in == DType::bf16, bias != nullptr, r.engine);
+        cached_matmul(s, in == DType::bf16, bias != nullptr, out == DType::bf16, r.engine);
     const CachedMatmul& mm = *cached;
     dnnl::memory a_mem(mm.a, r.engine, const_cast<void*>(a));
     dnnl::memory b_mem(mm.b, r.engine, const_cast<void*>(b));
