@@ -8,6 +8,7 @@ namespace {
 struct AddOp {
   const char* name = "add";
   bool needs_inputs = false;
+  bool passes_gradient[2] = {true, true};
   template <typename C>
   C forward(C a, C b) const {
     return a + b;

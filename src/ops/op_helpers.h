@@ -184,6 +184,17 @@ std::vector<Tensor> UnaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
 // Op has: const char* name; bool needs_inputs (false: the gradients depend on g alone, and
 // nothing is saved); template <C> C forward(C a, C b) const;
 // template <C> C grad_a(C g, C a, C b) const; template <C> C grad_b(C g, C a, C b) const.
+// Optionally bool passes_gradient[2]: true where grad_a (or grad_b) is g itself, so that
+// backward hands g on (summed to the input's shape) instead of copying it element by element.
+
+template <typename Op>
+bool passes_gradient(const Op& op, int which) {
+  if constexpr (requires { op.passes_gradient[0]; }) {
+    return op.passes_gradient[which];
+  } else {
+    return false;
+  }
+}
 
 template <typename Op>
 struct BinaryBackward : autograd::Node {
@@ -241,6 +252,10 @@ std::vector<Tensor> BinaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
   std::vector<Tensor> result(2);
   for (int which = 0; which < 2; ++which) {
     if (!next[size_t(which)].node) continue;
+    if (passes_gradient(op, which)) {  // gradients are never changed in place, so g is shared
+      result[size_t(which)] = sum_to(g, which == 0 ? a_shape : b_shape);
+      continue;
+    }
     Tensor d = empty_like(g);
     visit_floating(g.dtype(), op.name, [&]<typename T>() {
       if (!op.needs_inputs) {

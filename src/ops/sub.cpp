@@ -8,6 +8,7 @@ namespace {
 struct SubOp {
   const char* name = "sub";
   bool needs_inputs = false;
+  bool passes_gradient[2] = {true, false};
   template <typename C>
   C forward(C a, C b) const {
     return a - b;

@@ -117,5 +117,42 @@ TEST(Autograd, GradientHookSeesTheGradientAndPassesItOn) {
   EXPECT_THROW(autograd::with_gradient_hook(x, nullptr), Error);
 }
 
+TEST(Autograd, AddAndSubHandTheGradientOnWithoutCopying) {
+  // The gradient of a + b is g for both inputs, and of a - b g for a: one tensor, shared (no
+  // node changes a gradient in place). -g for b is a new tensor; a broadcast input gets g summed.
+  Tensor a = from_values({1, 2, 3}, {3}).set_requires_grad(true);
+  Tensor b = from_values({4, 5, 6}, {3}).set_requires_grad(true);
+  Tensor row = from_values({7}, {1}).set_requires_grad(true);
+  const void* seen[3] = {nullptr, nullptr, nullptr};
+  std::vector<double> values[3];
+  auto hook = [&](int i) {
+    return [&, i](const Tensor& g) {
+      seen[i] = g.raw_data();
+      values[i] = g.to_vector();
+    };
+  };
+  const Tensor ha = autograd::with_gradient_hook(a, hook(0));
+  const Tensor hb = autograd::with_gradient_hook(b, hook(1));
+  const Tensor hr = autograd::with_gradient_hook(row, hook(2));
+  const Tensor c = from_values({0.5, -4, 8}, {3});
+  ops::sum(ops::mul(ops::add(ops::add(ha, hb), hr), c)).backward();  // every gradient: c (or sum)
+  EXPECT_EQ(seen[0], seen[1]) << "add: one gradient tensor for both inputs";
+  EXPECT_EQ(values[0], c.to_vector());
+  EXPECT_EQ(values[2], (std::vector<double>{4.5}));
+  EXPECT_EQ(a.grad().to_vector(), c.to_vector());
+  EXPECT_EQ(b.grad().to_vector(), c.to_vector());
+  EXPECT_EQ(row.grad().to_vector(), (std::vector<double>{4.5}));
+
+  a.set_grad(Tensor());
+  b.set_grad(Tensor());
+  const Tensor ha2 = autograd::with_gradient_hook(a, hook(0));
+  const Tensor hb2 = autograd::with_gradient_hook(b, hook(1));
+  ops::sum(ops::mul(ops::sub(ha2, hb2), c)).backward();
+  EXPECT_NE(seen[0], seen[1]) << "sub: -g is a tensor of its own";
+  EXPECT_EQ(values[0], c.to_vector());
+  EXPECT_EQ(values[1], (std::vector<double>{-0.5, 4, -8}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{-0.5, 4, -8}));
+}
+
 }  // namespace
 }  // namespace mixp
