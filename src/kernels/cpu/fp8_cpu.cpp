@@ -186,8 +186,7 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
   if (a.kind != Fp8Operand::Kind::blocks) {
     const Widened wa = widen(a, batch * m, k, 0, k, use_bf16);
     const Widened wb = widen(b, batch * n, k, 0, k, use_bf16);
-    gemm_fast({batch, m, n, k, false, true, batch, batch}, in, wa.data(), wb.data(), c,
-              DType::f32);
+    gemm_fast({batch, m, n, k, false, true, batch, batch}, in, wa.data(), wb.data(), c, DType::f32);
     if (a.kind == Fp8Operand::Kind::per_tensor) {
       const float s = a.scale_inv * b.scale_inv;
       parallel_for(out, kGrain, [&](int64_t begin, int64_t end) {

@@ -44,7 +44,8 @@ struct PrimitiveKeyHash {
     for (int64_t v : {k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) {
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     }
-    return h * 31u + (size_t(k.bf16_out) << 4 | size_t(k.bias) << 3 | size_t(k.trans_a) << 2 | size_t(k.trans_b) << 1 | size_t(k.bf16));
+    return h * 31u + (size_t(k.bf16_out) << 4 | size_t(k.bias) << 3 | size_t(k.trans_a) << 2 |
+                      size_t(k.trans_b) << 1 | size_t(k.bf16));
   }
 };
 
@@ -59,8 +60,8 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
   static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedMatmul>, PrimitiveKeyHash>
       cache;
   constexpr size_t kMaxEntries = 512;
-  const PrimitiveKey key{s.batch, s.batch_a, s.batch_b, s.m,  s.n,
-                         s.k,     s.trans_a, s.trans_b, bf16, bias, bf16_out};
+  const PrimitiveKey key{s.batch,   s.batch_a, s.batch_b, s.m,  s.n,     s.k,
+                         s.trans_a, s.trans_b, bf16,      bias, bf16_out};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
@@ -86,6 +87,43 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
   return entry;  // shared: a later clear() cannot pull it from under a running product
 }
 
+// oneDNN's inner product backward (weights), for dW and db of a linear layer together. Its
+// primitive descriptor needs the forward one as a hint; both are built once per shape.
+struct CachedWeightGrad {
+  dnnl::memory::desc x, dy, dw, db;
+  dnnl::inner_product_backward_weights primitive;
+};
+
+std::shared_ptr<const CachedWeightGrad> cached_weight_grad(int64_t rows, int64_t in, int64_t out,
+                                                           const dnnl::engine& engine) {
+  static std::mutex mutex;
+  static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedWeightGrad>, PrimitiveKeyHash>
+      cache;
+  constexpr size_t kMaxEntries = 512;
+  const PrimitiveKey key{1, 1, 1, out, in, rows, true, false, true, true, true};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  auto entry = std::make_shared<CachedWeightGrad>();
+  entry->x = dnnl::memory::desc({rows, in}, dt::bf16, tag::nc);
+  entry->dy = dnnl::memory::desc({rows, out}, dt::bf16, tag::nc);
+  entry->dw = dnnl::memory::desc({out, in}, dt::bf16, tag::oi);
+  entry->db = dnnl::memory::desc({out}, dt::f32, tag::x);
+  const dnnl::inner_product_forward::primitive_desc hint(
+      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, entry->x, entry->dw,
+                                        entry->db, entry->dy),
+      engine);
+  entry->primitive =
+      dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
+          dnnl::inner_product_backward_weights::desc(entry->x, entry->dw, entry->db, entry->dy),
+          engine, hint));
+  cache.emplace(key, entry);
+  return entry;
+}
+
 }  // namespace
 
 bool gemm_fast_has_bf16() { return best_isa() >= Isa::avx512_bf16; }
@@ -94,8 +132,8 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void*
                const float* bias) {
   MIXP_ASSERT(in == DType::f32 || (in == DType::bf16 && gemm_fast_has_bf16()), "gemm_fast on ",
               name_of(in));
-  MIXP_ASSERT(out == DType::f32 || (out == DType::bf16 && in == DType::bf16), "gemm_fast: ",
-              name_of(in), " products into ", name_of(out));
+  MIXP_ASSERT(out == DType::f32 || (out == DType::bf16 && in == DType::bf16),
+              "gemm_fast: ", name_of(in), " products into ", name_of(out));
   MIXP_ASSERT(bias == nullptr || s.batch == 1, "gemm_fast: a bias on a batched product");
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
   if (s.k == 0) {
@@ -126,6 +164,31 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void*
   } catch (const dnnl::error& e) {
     MIXP_ASSERT(false, "oneDNN matmul failed (", e.what(), ") for batch ", s.batch, " m ", s.m,
                 " n ", s.n, " k ", s.k);
+  }
+}
+
+void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* dy, const void* x,
+                             void* dw, float* db) {
+  MIXP_ASSERT(gemm_fast_has_bf16(), "linear_weight_grad_fast without AVX-512 BF16");
+  MIXP_ASSERT(rows >= 1 && in >= 1 && out >= 1, "linear_weight_grad_fast: rows ", rows, " in ", in,
+              " out ", out);
+  DnnlRuntime& r = dnnl_runtime();
+  try {
+    const std::shared_ptr<const CachedWeightGrad> cached =
+        cached_weight_grad(rows, in, out, r.engine);
+    const CachedWeightGrad& g = *cached;
+    dnnl::memory x_mem(g.x, r.engine, const_cast<void*>(x));
+    dnnl::memory dy_mem(g.dy, r.engine, const_cast<void*>(dy));
+    dnnl::memory dw_mem(g.dw, r.engine, dw);
+    dnnl::memory db_mem(g.db, r.engine, db);
+    g.primitive.execute(r.stream, {{DNNL_ARG_SRC, x_mem},
+                                   {DNNL_ARG_DIFF_DST, dy_mem},
+                                   {DNNL_ARG_DIFF_WEIGHTS, dw_mem},
+                                   {DNNL_ARG_DIFF_BIAS, db_mem}});
+    r.stream.wait();
+  } catch (const dnnl::error& e) {
+    MIXP_ASSERT(false, "oneDNN inner product backward failed (", e.what(), ") for rows ", rows,
+                " in ", in, " out ", out);
   }
 }
 
