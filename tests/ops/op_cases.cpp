@@ -106,6 +106,13 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
                    4096,
                    false});
+  // 2200 rows: in bf16 on the fast path, the weight and bias gradients come from one oneDNN
+  // pass (linear.cpp, from 2048 rows); the bias gradient sums over the 2200 rows.
+  cases.push_back({"linear/fused_bias_grad",
+                   {{{2, 1100, 8}, any}, {{24, 8}, any}, {{24}, any}},
+                   [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
+                   2200,
+                   false});
   cases.push_back({"linear/no_bias",
                    {{{13, 31}, any}, {{5, 31}, any}},
                    [](const V& v) { return ops::linear(v[0], v[1]); },
