@@ -51,7 +51,12 @@ def main(path):
         for m in ("mlp", "cnn"):
             r("%s amp-bf16: PyTorch bf16 autocast / mixp" % m, ("torch", m, "amp-bf16"), ("mixp", m, "amp-bf16"), 1.3)
             r("%s fp32: PyTorch / mixp" % m, ("torch", m, "fp32"), ("mixp", m, "fp32"))
-    print("percent of the peak (median step, this run's peak):")
+    # Each run's JSON carries the peak it was measured against: run.sh's PEAK_F32/PEAK_BF16 when
+    # set, else the peak bench of this invocation.
+    peaks = sorted({"%s %.0f" % (res.get("peak_dtype", "?"), res["peak_gflops"])
+                    for r in runs.values() for res in r.values()
+                    if res.get("model") == "gpt" and res.get("peak_gflops")})
+    print("percent of the peak (median step; peaks GFLOP/s: %s):" % ", ".join(peaks))
     value("gpt amp-bf16 mixp, % of bf16 peak", ("mixp", "gpt", "amp-bf16"), "pct_of_peak", target=65)
     value("gpt amp-bf16 PyTorch, % of bf16 peak", ("torch", "gpt", "amp-bf16"), "pct_of_peak")
     value("gpt fp32 mixp, % of fp32 peak", ("mixp", "gpt", "fp32"), "pct_of_peak")
