@@ -95,7 +95,10 @@ struct OpInfo {
   /// fp32_output, return) fp32 themselves, so autocast need not widen the inputs: a widened
   /// copy would only cost memory, as it is saved for backward. True for every fp32_compute op
   /// whose output keeps the input's dtype (normalizations, softmax, pooling), and for
-  /// cross_entropy.
+  /// cross_entropy. For promote (add, sub): an fp32 and a bf16 or f16 input of the same shape
+  /// reach the op as they are; it reads the narrow one widened block by block and returns fp32,
+  /// the same values as after autocast's widened copy, without the copy (the residual adds of
+  /// a transformer under autocast).
   bool fp32_inside = false;
 };
 

@@ -119,6 +119,13 @@ std::vector<Tensor> CastInputs::output(std::vector<Tensor> results) const {
   return results;
 }
 
+bool detail::reads_mixed_inputs(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || !(a.shape() == b.shape())) return false;
+  auto narrow = [](DType d) { return d == DType::bf16 || d == DType::f16; };
+  return (a.dtype() == DType::f32 && narrow(b.dtype())) ||
+         (narrow(a.dtype()) && b.dtype() == DType::f32);
+}
+
 CastInputs autocast_inputs(const OpInfo& row, std::span<const Tensor* const> inputs) {
   ++t_state.calls[size_t(row.kind)];
   std::vector<Tensor> tensors;
@@ -170,6 +177,10 @@ CastInputs autocast_inputs(const OpInfo& row, std::span<const Tensor* const> inp
         }
       }
       if (widest == 1 && has_f16 && has_bf16) target = DType::f32;  // neither holds the other
+      if (row.fp32_inside && tensors.size() == 2 &&
+          detail::reads_mixed_inputs(tensors[0], tensors[1])) {
+        break;
+      }
       for (Tensor& t : tensors) {
         if (t.defined() && width_rank(t.dtype()) > 0 && t.dtype() != target) t = t.to(target);
       }

@@ -2,7 +2,13 @@
 // Private to mixp.
 #pragma once
 
+#include "mixp/tensor.h"
+
 namespace mixp::amp::detail {
+
+/// An fp32 and a bf16 or f16 tensor (in either order) of one shape: the inputs that autocast's
+/// promote rule hands an fp32_inside op (add, sub) as they are, and the op reads widened.
+bool reads_mixed_inputs(const Tensor& a, const Tensor& b);
 
 /// How many op bodies (CastInputs) are alive on this thread (autocast.cpp).
 int autocast_suspended();

@@ -132,6 +132,31 @@ void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
   });
 }
 
+/// out[i] = f(a[i], b[i]) in fp32, where one of a and b is fp32 and the other bf16 or f16: the
+/// narrow one is widened (exactly) a block at a time, not copied whole first.
+template <typename A, typename B, typename F>
+void map2_widening_fast(const A* a, const B* b, float* out, int64_t n, const F& f) {
+  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    float x[kBlock], y[kBlock];
+    for (int64_t i = begin; i < end; i += kBlock) {
+      const int64_t len = std::min(kBlock, end - i);
+      const float* xs = x;
+      const float* ys = y;
+      if constexpr (std::is_same_v<A, float>) {
+        xs = a + i;
+      } else {
+        widen(a + i, len, x);
+      }
+      if constexpr (std::is_same_v<B, float>) {
+        ys = b + i;
+      } else {
+        widen(b + i, len, y);
+      }
+      for (int64_t j = 0; j < len; ++j) out[i + j] = f(xs[j], ys[j]);
+    }
+  });
+}
+
 /// As map2_fast, with `block(const float* a, const float* b, float* out, len)` on fp32 blocks.
 template <typename T, typename Block>
 void map2_block_fast(const T* a, const T* b, T* out, int64_t n, const Block& block) {

@@ -1,6 +1,8 @@
 // add: out = a + b, with NumPy broadcasting.
 // Shape contract: a and b broadcast to the output shape; same dtype; gradients are summed back
-// to each input's shape.
+// to each input's shape. Under autocast (its promote row sets fp32_inside) an fp32 and a bf16 or
+// f16 input of one shape are read as they are, the narrow one widened block by block: the result
+// is fp32, and the narrow input's gradient is rounded once to its dtype.
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -30,7 +32,7 @@ struct AddOp {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::add, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], AddOp{}));
+  return cast.output(detail::binary(cast[0], cast[1], AddOp{}, cast.applied()));
 }
 
 }  // namespace mixp::ops

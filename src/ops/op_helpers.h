@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "autograd/autocast_internal.h"
 #include "autograd/engine.h"
 #include "kernels/elementwise.h"
 #include "kernels/vmath.h"
@@ -201,6 +202,7 @@ struct BinaryBackward : autograd::Node {
   Op op;
   autograd::SavedTensor a, b;
   Shape a_shape, b_shape, out_shape;
+  DType a_dtype = DType::f32, b_dtype = DType::f32;  // the gradients' dtypes
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release() override {
     a.reset();
@@ -208,25 +210,55 @@ struct BinaryBackward : autograd::Node {
   }
 };
 
+// out = f(a, b) in fp32 for an fp32 and a bf16 or f16 input of one shape (reads_mixed_inputs).
+template <typename F>
+void run_widening_map2(const Tensor& a, const Tensor& b, Tensor& out, const F& f) {
+  const int64_t n = a.numel();
+  if (reference_mode()) {
+    NoGradGuard no_grad;
+    const Tensor wa = a.to(DType::f32), wb = b.to(DType::f32);  // exact
+    kernels::map2_reference(wa.data<float>(), wb.data<float>(), out.data<float>(), n, f);
+    return;
+  }
+  auto run = [&]<typename A, typename B>() {
+    kernels::map2_widening_fast(a.data<A>(), b.data<B>(), out.data<float>(), n, f);
+  };
+  const DType narrow = a.dtype() == DType::f32 ? b.dtype() : a.dtype();
+  if (a.dtype() == DType::f32) {
+    narrow == DType::bf16 ? run.template operator()<float, bfloat16>()
+                          : run.template operator()<float, float16>();
+  } else {
+    narrow == DType::bf16 ? run.template operator()<bfloat16, float>()
+                          : run.template operator()<float16, float>();
+  }
+}
+
+/// widening: the op accepts an fp32 and a bf16 or f16 input of one shape, as autocast's promote
+/// rule hands them to add and sub (OpInfo::fp32_inside), and returns fp32.
 template <typename Op>
-Tensor binary(const Tensor& a, const Tensor& b, const Op& op) {
+Tensor binary(const Tensor& a, const Tensor& b, const Op& op, bool widening = false) {
   check_floating(op.name, a, "first input");
   check_floating(op.name, b, "second input");
-  check_same_dtype(op.name, a, b);
+  const bool mixed = widening && a.dtype() != b.dtype() && amp::detail::reads_mixed_inputs(a, b);
+  if (!mixed) check_same_dtype(op.name, a, b);
   const Shape shape = broadcast_shapes(op.name, a.shape(), b.shape());
-  Tensor out = empty(shape, a.dtype());
-  visit_floating(a.dtype(), op.name, [&]<typename T>() {
-    auto f = [&](auto x, auto y) { return op.forward(x, y); };
-    if (a.shape() == b.shape()) {
-      run_map2<T>(a, b, out, f);
-    } else if (reference_mode()) {
-      kernels::broadcast_map2<T, decltype(f), true>(a.data<T>(), a.shape(), b.data<T>(), b.shape(),
-                                                    out.data<T>(), shape, f);
-    } else {
-      kernels::broadcast_map2<T, decltype(f), false>(a.data<T>(), a.shape(), b.data<T>(), b.shape(),
-                                                     out.data<T>(), shape, f);
-    }
-  });
+  Tensor out = empty(shape, mixed ? DType::f32 : a.dtype());
+  auto f = [&](auto x, auto y) { return op.forward(x, y); };
+  if (mixed) {
+    run_widening_map2(a, b, out, f);
+  } else {
+    visit_floating(a.dtype(), op.name, [&]<typename T>() {
+      if (a.shape() == b.shape()) {
+        run_map2<T>(a, b, out, f);
+      } else if (reference_mode()) {
+        kernels::broadcast_map2<T, decltype(f), true>(a.data<T>(), a.shape(), b.data<T>(),
+                                                      b.shape(), out.data<T>(), shape, f);
+      } else {
+        kernels::broadcast_map2<T, decltype(f), false>(a.data<T>(), a.shape(), b.data<T>(),
+                                                       b.shape(), out.data<T>(), shape, f);
+      }
+    });
+  }
   if (auto node = autograd::make_node<BinaryBackward<Op>>(op.name, {&a, &b})) {
     node->op = op;
     if (op.needs_inputs) {
@@ -236,6 +268,8 @@ Tensor binary(const Tensor& a, const Tensor& b, const Op& op) {
     node->a_shape = a.shape();
     node->b_shape = b.shape();
     node->out_shape = shape;
+    node->a_dtype = a.dtype();
+    node->b_dtype = b.dtype();
     autograd::set_history(out, node);
   }
   return out;
@@ -252,8 +286,16 @@ std::vector<Tensor> BinaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
   std::vector<Tensor> result(2);
   for (int which = 0; which < 2; ++which) {
     if (!next[size_t(which)].node) continue;
+    // Each input's gradient in its dtype: an fp32 g rounds once for a bf16 or f16 input that
+    // the op read widened, as it would through autocast's cast.
+    auto in_input_dtype = [&](Tensor t) {
+      const DType dtype = which == 0 ? a_dtype : b_dtype;
+      if (t.dtype() == dtype) return t;
+      NoGradGuard no_grad;
+      return t.to(dtype).detach();
+    };
     if (passes_gradient(op, which)) {  // gradients are never changed in place, so g is shared
-      result[size_t(which)] = sum_to(g, which == 0 ? a_shape : b_shape);
+      result[size_t(which)] = in_input_dtype(sum_to(g, which == 0 ? a_shape : b_shape));
       continue;
     }
     Tensor d = empty_like(g);
@@ -268,7 +310,7 @@ std::vector<Tensor> BinaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
         run_map3<T>(g, av, bv, d, [&](auto gg, auto x, auto y) { return op.grad_b(gg, x, y); });
       }
     });
-    result[size_t(which)] = sum_to(d, which == 0 ? a_shape : b_shape);
+    result[size_t(which)] = in_input_dtype(sum_to(d, which == 0 ? a_shape : b_shape));
   }
   return result;
 }

@@ -6,9 +6,10 @@ namespace {
 using enum CastPolicy;
 constexpr OpInfo kOps[] = {
     // add, sub, mul, div, cat: promote, the counterpart of PyTorch's native type promotion
-    // (PyTorch lists only cat among these; the others promote without autocast there).
-    {OpKind::add, "add", promote, false},
-    {OpKind::sub, "sub", promote, false},
+    // (PyTorch lists only cat among these; the others promote without autocast there). add and
+    // sub read an fp32 and a bf16 (or f16) input of one shape as they are (fp32_inside).
+    {OpKind::add, "add", promote, false, nullptr, true},
+    {OpKind::sub, "sub", promote, false, nullptr, true},
     {OpKind::mul, "mul", promote, false},
     {OpKind::div, "div", promote, false},
     {OpKind::add_scalar, "add_scalar", keep, false},

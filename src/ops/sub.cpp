@@ -1,6 +1,8 @@
 // sub: out = a - b, with NumPy broadcasting.
 // Shape contract: a and b broadcast to the output shape; same dtype; gradients are summed back
-// to each input's shape.
+// to each input's shape. Under autocast (its promote row sets fp32_inside) an fp32 and a bf16 or
+// f16 input of one shape are read as they are, the narrow one widened block by block: the result
+// is fp32, and the narrow input's gradient is rounded once to its dtype.
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -30,7 +32,7 @@ struct SubOp {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::sub, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], SubOp{}));
+  return cast.output(detail::binary(cast[0], cast[1], SubOp{}, cast.applied()));
 }
 
 }  // namespace mixp::ops

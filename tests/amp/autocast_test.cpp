@@ -13,6 +13,7 @@
 #include "mixp/memory.h"
 #include "mixp/op_kind.h"
 #include "mixp/ops.h"
+#include "mixp/runtime.h"
 #include "ops/op_cases.h"
 
 namespace mixp {
@@ -195,6 +196,55 @@ TEST(Autocast, PromoteGoesToTheWidestFloatingDtype) {
   EXPECT_EQ(ops::mul(h16, data({3}, 5, DType::f16)).dtype(), DType::f16);
   EXPECT_EQ(ops::cat({b16, f32, b16}, 0).dtype(), DType::f32);
   EXPECT_EQ(ops::cat({b16, h16}, 1).dtype(), DType::f32);
+}
+
+// add and sub (fp32_inside promote rows) read an fp32 and a bf16 or f16 input of one shape as
+// they are: the same bits as autocast's widened copy would give, in value and gradient, without
+// allocating the copy.
+TEST(Autocast, AddAndSubReadTheNarrowInputWithoutAWidenedCopy) {
+  const Shape shape{3, 70, 33};  // several blocks of the elementwise kernels, and a tail
+  for (DType narrow : {DType::bf16, DType::f16}) {
+    for (bool reference : {false, true}) {
+      SCOPED_TRACE(std::string(name_of(narrow)) + (reference ? " reference" : " fast"));
+      std::optional<ReferenceMode> mode;
+      if (reference) mode.emplace();
+      const Tensor g = data(shape, 9);
+      for (int op = 0; op < 3; ++op) {  // add(wide, narrow), add(narrow, wide), sub(wide, narrow)
+        Tensor wide = data(shape, 1).set_requires_grad(true);
+        Tensor thin = data(shape, 2, narrow).set_requires_grad(true);
+        auto apply = [&](const Tensor& w, const Tensor& t) {
+          return op == 0 ? ops::add(w, t) : op == 1 ? ops::add(t, w) : ops::sub(w, t);
+        };
+        Tensor got;
+        memory::Stats before, after;
+        {
+          Autocast autocast(DType::bf16);
+          before = memory::stats();
+          memory::reset_peaks();
+          got = apply(wide, thin);
+          after = memory::stats();
+        }
+        EXPECT_EQ(got.dtype(), DType::f32);
+        if (!reference) {  // the reference kernels widen whole inputs, as they always do
+          EXPECT_EQ(after.peak_total - before.current_total, got.numel() * 4) << "op " << op;
+        }
+        got.backward(g);
+        const Tensor want_wide_grad = wide.grad(), want_thin_grad = thin.grad();
+        wide.set_grad(Tensor());
+        thin.set_grad(Tensor());
+        const Tensor want = apply(wide, thin.to(DType::f32));  // widened by hand, no autocast
+        want.backward(g);
+        EXPECT_EQ(got.to_vector(), want.to_vector()) << "op " << op;
+        EXPECT_EQ(want_thin_grad.dtype(), narrow);
+        EXPECT_EQ(want_wide_grad.to_vector(), wide.grad().to_vector()) << "op " << op;
+        EXPECT_EQ(want_thin_grad.to_vector(), thin.grad().to_vector()) << "op " << op;
+      }
+    }
+  }
+  // A broadcast, or two narrow inputs, still promote through a widened copy.
+  Autocast autocast(DType::bf16);
+  EXPECT_EQ(ops::add(data({2, 3}, 1), data({3}, 2, DType::bf16)).dtype(), DType::f32);
+  EXPECT_EQ(ops::sub(data({3}, 2, DType::f16), data({2, 3}, 1, DType::bf16)).dtype(), DType::f32);
 }
 
 TEST(Autocast, ScopesNestAndAnInnerScopeCanDisable) {

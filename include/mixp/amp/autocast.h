@@ -92,6 +92,8 @@ class CastInputs {
   /// output_dtype() when there is one; otherwise `result` itself.
   Tensor output(Tensor result) const;
   std::vector<Tensor> output(std::vector<Tensor> results) const;
+  /// Whether autocast applied the policy (it was enabled at the call).
+  bool applied() const { return suspend_; }
 
  private:
   friend CastInputs autocast_inputs(const OpInfo& row, std::span<const Tensor* const> inputs);
