@@ -115,8 +115,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
 // ---- normalization: statistics and math in fp32 (f64 for f64); the result has x's dtype ----
 /// (x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased
 /// variance of each row. x [..., C]; weight and bias [C], of any floating dtype (their
-/// gradients come back in it), or undefined tensors for no scale and no shift.
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+/// gradients come back in it), or undefined tensors for no scale and no shift. out_dtype: the
+/// result's dtype, x's by default; an f32 x may give bf16 or f16 directly, the fp32 result
+/// rounded once, as layer_norm(...).to(out_dtype) gives it but without the fp32 copy (its
+/// gradient then arrives in out_dtype and is read as it is).
+///   Tensor h = ops::layer_norm(x, w, b, 1e-5, DType::bf16);  // the input of a bf16 linear
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
+                  std::optional<DType> out_dtype = std::nullopt);
 /// (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] per channel c of x [N, C, ...]
 /// (NCHW, or [N, C]), the statistics taken over N and the spatial dimensions. weight and bias
 /// are [C] or undefined, as for layer_norm. running_mean and running_var are f32 [C], or both

@@ -1,5 +1,7 @@
 #include "mixp/nn/layer_norm.h"
 
+#include "mixp/amp/autocast.h"
+#include "mixp/amp/fp8.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 
@@ -27,6 +29,18 @@ Tensor LayerNorm::forward(const Tensor& x) {
              "LayerNorm: expected an input [..., ", options_.normalized_shape, "], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
   return run_forward_hooks(ops::layer_norm(x, *weight_, *bias_, options_.eps));
+}
+
+Tensor LayerNorm::forward_for_linear(const Tensor& x) {
+  // FP8 linears quantize their fp32 input themselves: a bf16 one would round twice.
+  const bool narrow = amp::autocast_enabled() && amp::fp8_active() == nullptr && x.defined() &&
+                      x.dtype() == DType::f32 && amp::autocast_dtype() != DType::f32;
+  if (!narrow) return forward(x);
+  MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == options_.normalized_shape,
+             "LayerNorm: expected an input [..., ", options_.normalized_shape, "], got ",
+             x.shape().to_string());
+  return run_forward_hooks(
+      ops::layer_norm(x, *weight_, *bias_, options_.eps, amp::autocast_dtype()));
 }
 
 std::string LayerNorm::extra_repr() const {

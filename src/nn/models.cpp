@@ -213,7 +213,7 @@ class GptModel : public LanguageModelBase {
     Tensor h = drop_->forward(ops::add(wte_->forward(x), wpe_->forward(arange(t, DType::i64))));
     for (const auto& block : blocks_) h = block->forward(h);
     // lm_head is tied: the token embedding, without a bias.
-    return ops::linear(ln_f_->forward(h), wte_->weight());
+    return ops::linear(ln_f_->forward_for_linear(h), wte_->weight());
   }
 
  protected:

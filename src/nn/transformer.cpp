@@ -79,8 +79,8 @@ TransformerBlock::TransformerBlock(const TransformerBlockOptions& options, Philo
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  const Tensor h = ops::add(x, attn_->forward(ln_1_->forward(x)));
-  return ops::add(h, mlp_->forward(ln_2_->forward(h)));
+  const Tensor h = ops::add(x, attn_->forward(ln_1_->forward_for_linear(x)));
+  return ops::add(h, mlp_->forward(ln_2_->forward_for_linear(h)));
 }
 
 }  // namespace mixp::nn

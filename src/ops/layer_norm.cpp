@@ -9,6 +9,7 @@
 //   for f64) and returned in the weight's and the bias's dtype.
 // Saved: x in its dtype, and the per-row mean and rstd in fp32 (f64 for f64).
 #include <cmath>
+#include <optional>
 #include <type_traits>
 
 #include "ops/op_helpers.h"
@@ -32,12 +33,12 @@ const kernels::Compute<T>* compute_row(const T* x, int64_t row, int64_t n,
   }
 }
 
-template <typename T>
+template <typename T, typename Y>
 void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
-                  const std::vector<kernels::Compute<T>>& b, double eps, T* y,
+                  const std::vector<kernels::Compute<T>>& b, double eps, Y* y,
                   kernels::Compute<T>* mean, kernels::Compute<T>* rstd) {
   using C = kernels::Compute<T>;
-  constexpr bool kStoredInCompute = std::is_same_v<T, C>;
+  constexpr bool kStoredInCompute = std::is_same_v<Y, C>;
   const int64_t n = r.n;
   const int64_t grain = std::max<int64_t>(1, 4 * kernels::kBlock / n);
   kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
@@ -61,9 +62,9 @@ void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
   });
 }
 
-template <typename T>
+template <typename T, typename Y>
 void forward_reference(const T* x, Rows r, const std::vector<double>& w,
-                       const std::vector<double>& b, double eps, T* y, kernels::Compute<T>* mean,
+                       const std::vector<double>& b, double eps, Y* y, kernels::Compute<T>* mean,
                        kernels::Compute<T>* rstd) {
   using C = kernels::Compute<T>;
   const int64_t n = r.n;
@@ -82,7 +83,7 @@ void forward_reference(const T* x, Rows r, const std::vector<double>& w,
       double out = (kernels::to_double(xr[j]) - m) * rs;
       if (!w.empty()) out *= w[size_t(j)];
       if (!b.empty()) out += b[size_t(j)];
-      y[row * n + j] = kernels::from_double<T>(out);
+      y[row * n + j] = kernels::from_double<Y>(out);
     }
     mean[row] = C(m);
     rstd[row] = C(rs);
@@ -114,8 +115,8 @@ void row_terms(const C* __restrict x, const C* __restrict g, const C* __restrict
   }
 }
 
-template <typename T>
-void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
+template <typename T, typename G>
+void backward_fast(const T* x, const G* g, const kernels::Compute<T>* mean,
                    const kernels::Compute<T>* rstd, Rows r,
                    const std::vector<kernels::Compute<T>>& w, Grads<T, kernels::Compute<T>> out) {
   using C = kernels::Compute<T>;
@@ -131,7 +132,8 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
     C* pw = part_w.data() + (begin / grain) * n;
     C* pb = part_b.data() + (begin / grain) * n;
     // Widened x (then dx when T is narrower), widened g, xhat and g * weight of one row.
-    std::vector<C> xv(static_cast<size_t>(n)), gv(static_cast<size_t>(n));
+    std::vector<C> xv(static_cast<size_t>(n));
+    std::vector<kernels::Compute<G>> gv(static_cast<size_t>(n));
     std::vector<C> xh(static_cast<size_t>(n)), gw(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, xv);
@@ -157,14 +159,14 @@ void backward_fast(const T* x, const T* g, const kernels::Compute<T>* mean,
   }
 }
 
-template <typename T>
-void backward_reference(const T* x, const T* g, const kernels::Compute<T>* mean,
+template <typename T, typename G>
+void backward_reference(const T* x, const G* g, const kernels::Compute<T>* mean,
                         const kernels::Compute<T>* rstd, Rows r, const std::vector<double>& w,
                         Grads<T, double> out) {
   const int64_t n = r.n;
   for (int64_t row = 0; row < r.rows; ++row) {
     const T* xr = x + row * n;
-    const T* gr = g + row * n;
+    const G* gr = g + row * n;
     const double m = double(mean[row]), rs = double(rstd[row]);
     double sum_gw = 0, sum_gwx = 0;
     for (int64_t j = 0; j < n; ++j) {
@@ -185,31 +187,45 @@ void backward_reference(const T* x, const T* g, const kernels::Compute<T>* mean,
   }
 }
 
+// Calls f.template operator()<T, Y>() for x's dtype T and the result's dtype Y: the same, or
+// bf16 or f16 for an f32 x (an explicit out_dtype; layer_norm checks the pair).
+template <typename F>
+void visit_pair(DType x_dtype, DType y_dtype, F&& f) {
+  if (x_dtype == y_dtype) {
+    visit_floating(x_dtype, "layer_norm", [&]<typename T>() { f.template operator()<T, T>(); });
+  } else if (y_dtype == DType::bf16) {
+    f.template operator()<float, bfloat16>();
+  } else {
+    f.template operator()<float, float16>();
+  }
+}
+
 struct LayerNormBackward : autograd::Node {
   autograd::SavedTensor x, weight, mean, rstd;
-  DType weight_dtype = DType::f32, bias_dtype = DType::f32;
+  DType weight_dtype = DType::f32, bias_dtype = DType::f32, y_dtype = DType::f32;
   bool has_bias = false;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get();
-    const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
+    // g in the result's dtype, read widened as it is (a bf16 result's gradient needs no fp32 copy).
+    const Tensor g = grads[0].dtype() == y_dtype ? grads[0] : grads[0].to(y_dtype).detach();
     const Rows r{xv.numel() / xv.size(-1), xv.size(-1)};
     const bool want_dx = next[0].node != nullptr;
     const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
     Tensor dx = want_dx ? detail::empty_like(xv) : Tensor(), dw, db;
-    visit_floating(xv.dtype(), name, [&]<typename T>() {
+    visit_pair(xv.dtype(), y_dtype, [&]<typename T, typename G>() {
       using C = kernels::Compute<T>;
       T* dx_data = want_dx ? dx.data<T>() : nullptr;
       if (reference_mode()) {
         std::vector<double> sum_w(static_cast<size_t>(r.n), 0.0),
             sum_b(static_cast<size_t>(r.n), 0.0);
-        backward_reference<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
-                              detail::values_as<double>(wv), {dx_data, sum_w, sum_b});
+        backward_reference<T, G>(xv.data<T>(), g.data<G>(), mv.data<C>(), rv.data<C>(), r,
+                                 detail::values_as<double>(wv), {dx_data, sum_w, sum_b});
         if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
         if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       } else {
         std::vector<C> sum_w(static_cast<size_t>(r.n), C(0)), sum_b(static_cast<size_t>(r.n), C(0));
-        backward_fast<T>(xv.data<T>(), g.data<T>(), mv.data<C>(), rv.data<C>(), r,
-                         detail::values_as<C>(wv), {dx_data, sum_w, sum_b});
+        backward_fast<T, G>(xv.data<T>(), g.data<G>(), mv.data<C>(), rv.data<C>(), r,
+                            detail::values_as<C>(wv), {dx_data, sum_w, sum_b});
         if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
         if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       }
@@ -233,7 +249,8 @@ void check_affine(const Tensor& x, const Tensor& t, const char* what) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps,
+                  std::optional<DType> out_dtype) {
   const auto cast = amp::autocast_inputs(OpKind::layer_norm, {&x_in, &weight_in, &bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   detail::check_floating("layer_norm", x);
@@ -243,20 +260,25 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
              "layer_norm: eps must be finite and non-negative, got ", eps);
   check_affine(x, weight, "weight");
   check_affine(x, bias, "bias");
+  const DType y_dtype = out_dtype.value_or(x.dtype());
+  MIXP_CHECK(y_dtype == x.dtype() ||
+                 (x.dtype() == DType::f32 && (y_dtype == DType::bf16 || y_dtype == DType::f16)),
+             "layer_norm: out_dtype must be the input's dtype (", name_of(x.dtype()),
+             ") or, for an f32 input, bf16 or f16; got ", name_of(y_dtype));
   const Rows r{x.numel() / x.size(-1), x.size(-1)};
   std::vector<int64_t> row_dims(x.shape().dims().begin(), x.shape().dims().end() - 1);
-  Tensor y = detail::empty_like(x);
+  Tensor y = empty(x.shape(), y_dtype);
   Tensor mean = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
   Tensor rstd = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
-  visit_floating(x.dtype(), "layer_norm", [&]<typename T>() {
+  visit_pair(x.dtype(), y_dtype, [&]<typename T, typename Y>() {
     using C = kernels::Compute<T>;
     if (reference_mode()) {
-      forward_reference<T>(x.data<T>(), r, detail::values_as<double>(weight),
-                           detail::values_as<double>(bias), eps, y.data<T>(), mean.data<C>(),
-                           rstd.data<C>());
+      forward_reference<T, Y>(x.data<T>(), r, detail::values_as<double>(weight),
+                              detail::values_as<double>(bias), eps, y.data<Y>(), mean.data<C>(),
+                              rstd.data<C>());
     } else {
-      forward_fast<T>(x.data<T>(), r, detail::values_as<C>(weight), detail::values_as<C>(bias), eps,
-                      y.data<T>(), mean.data<C>(), rstd.data<C>());
+      forward_fast<T, Y>(x.data<T>(), r, detail::values_as<C>(weight), detail::values_as<C>(bias),
+                         eps, y.data<Y>(), mean.data<C>(), rstd.data<C>());
     }
   });
   if (auto node = autograd::make_node<LayerNormBackward>("layer_norm", {&x, &weight, &bias})) {
@@ -266,10 +288,12 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
     node->rstd = autograd::SavedTensor(rstd);
     if (weight.defined()) node->weight_dtype = weight.dtype();
     if (bias.defined()) node->bias_dtype = bias.dtype();
+    node->y_dtype = y_dtype;
     node->has_bias = bias.defined();
     autograd::set_history(y, node);
   }
-  return cast.output(y);
+  // An explicit out_dtype is kept; otherwise the policy's rule applies.
+  return out_dtype ? y : cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "mixp/amp/autocast.h"
+#include "mixp/amp/fp8.h"
 #include "mixp/error.h"
 #include "mixp/nn/activation.h"
 #include "mixp/nn/batch_norm.h"
@@ -132,6 +134,23 @@ TEST(LayerNorm, HasWeightOneBiasZeroAndIsANorm) {
   EXPECT_NEAR(ops::mean(y).item(), 0.0, 1e-6);
   EXPECT_EQ(ln.pretty_print(), "LayerNorm((6,), eps=1e-05, elementwise_affine=True)");
   EXPECT_THROW(ln.forward(ones({3, 5})), Error);
+}
+
+// For a layer norm that feeds a linear: the autocast dtype under autocast (the values the
+// linear's cast would make), fp32 otherwise, and fp32 under an FP8 recipe (FP8 linears quantize
+// the fp32 input themselves).
+TEST(LayerNorm, ForLinearGivesTheAutocastDtypeUnderAutocast) {
+  LayerNorm ln(LayerNormOptions(6));
+  Philox rng(PhiloxState{8});
+  const Tensor x = randn({3, 6}, rng);
+  EXPECT_EQ(ln.forward_for_linear(x).dtype(), DType::f32);
+  amp::Autocast autocast(DType::bf16);
+  const Tensor y = ln.forward_for_linear(x);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(y.to_vector(), ln.forward(x).to(DType::bf16).to_vector());
+  amp::Fp8State fp8;
+  amp::Fp8Autocast scope(fp8);
+  EXPECT_EQ(ln.forward_for_linear(x).dtype(), DType::f32);
 }
 
 TEST(Embedding, IsStandardNormalAsPyTorch) {

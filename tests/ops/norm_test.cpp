@@ -218,6 +218,42 @@ TEST(LayerNorm, MatchesDoubleWithF32AffineOnBf16Input) {
   }
 }
 
+// An f32 input with out_dtype bf16 or f16: the fp32 result rounded once, and the gradients of the
+// narrow result read as they are: the same bits as layer_norm(...).to(dtype), whose cast widens
+// the gradient exactly, fast and reference.
+TEST(LayerNorm, NarrowOutDtypeIsTheFp32ResultRoundedOnce) {
+  Philox rng(PhiloxState{31, 0, 0});
+  for (DType narrow : {DType::bf16, DType::f16}) {
+    for (bool reference : {false, true}) {
+      SCOPED_TRACE(std::string(name_of(narrow)) + (reference ? " reference" : " fast"));
+      std::optional<ReferenceMode> mode;
+      if (reference) mode.emplace();
+      Tensor x = randn({3, 5, 70}, rng).set_requires_grad(true);
+      Tensor w = randn({70}, rng).set_requires_grad(true);
+      Tensor b = randn({70}, rng).set_requires_grad(true);
+      const Tensor g = randn({3, 5, 70}, rng, 1.0, narrow);
+      const Tensor direct = ops::layer_norm(x, w, b, 1e-5, narrow);
+      EXPECT_EQ(direct.dtype(), narrow);
+      direct.backward(g);
+      const std::vector<double> dx = x.grad().to_vector(), dw = w.grad().to_vector(),
+                                db = b.grad().to_vector();
+      for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+      const Tensor cast = ops::layer_norm(x, w, b, 1e-5).to(narrow);
+      cast.backward(g);
+      EXPECT_EQ(direct.to_vector(), cast.to_vector());
+      EXPECT_EQ(dx, x.grad().to_vector());
+      EXPECT_EQ(dw, w.grad().to_vector());
+      EXPECT_EQ(db, b.grad().to_vector());
+    }
+  }
+  const Tensor x16 = randn({2, 4}, rng, 1.0, DType::bf16);
+  EXPECT_THROW(ops::layer_norm(x16, Tensor(), Tensor(), 1e-5, DType::f32), Error);
+  EXPECT_THROW(
+      ops::layer_norm(randn({2, 4}, rng, 1.0, DType::f64), Tensor(), Tensor(), 1e-5, DType::bf16),
+      Error);
+  EXPECT_EQ(ops::layer_norm(x16, Tensor(), Tensor(), 1e-5, DType::bf16).dtype(), DType::bf16);
+}
+
 TEST(LayerNorm, BadShapesNameTheOpAndShapes) {
   const Tensor x = zeros({4, 7});
   expect_error([&] { ops::layer_norm(x, zeros({6}), Tensor()); },

@@ -29,6 +29,11 @@ class LayerNorm : public UnaryModule {
 
   /// x [..., C] -> the same shape and dtype.
   Tensor forward(const Tensor& x) override;
+  /// forward for a layer whose result only a linear layer reads (a transformer's ln_1, ln_2,
+  /// ln_f): under autocast, and with no FP8 recipe active, an f32 x gives the autocast dtype
+  /// directly. The linear would cast the fp32 result to that dtype anyway: the same values,
+  /// without the fp32 copy in forward or its widened gradient in backward. Otherwise forward(x).
+  Tensor forward_for_linear(const Tensor& x);
   void reset();
 
   const LayerNormOptions& options() const { return options_; }
