@@ -1,8 +1,8 @@
 // layer_norm: y = (x - mean) * rstd * weight + bias over the last dimension, with mean and the
 // biased variance of each row and rstd = 1 / sqrt(var + eps), computed in fp32 (f64 for f64
-// inputs); the result has x's dtype, rounded once.
+// inputs); the result has x's dtype (or out_dtype: bf16 or f16 for an f32 x), rounded once.
 // Shape contract: x [..., C] with C >= 1; weight and bias [C] (any floating dtype each) or
-// undefined (no scale, no shift); the result has x's shape and dtype.
+// undefined (no scale, no shift); the result has x's shape. Its gradient is read in its dtype.
 // Backward, with xhat = (x - mean) * rstd and gw = g * weight (g without weight):
 //   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row,
 //   dweight = sum over rows of g * xhat, dbias = sum over rows of g, accumulated in fp32 (f64
