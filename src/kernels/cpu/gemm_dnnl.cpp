@@ -2,6 +2,7 @@
 // primitives, so building the primitive for a shape seen before is a lookup.
 #include <dnnl.hpp>
 
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -31,7 +32,34 @@ dnnl::memory::desc matrix(bool batched, int64_t batch, int64_t rows, int64_t col
 }
 
 // Building a primitive descriptor runs oneDNN's implementation search, which costs about as much
-// as a small product; a training step repeats the same few shapes, so primitives are kept.
+// as a small product; a training step repeats the same few shapes, so primitives are kept, a
+// bounded number of them, shared by all threads.
+template <typename Key, typename Entry, typename Hash>
+class PrimitiveCache {
+ public:
+  template <typename Build>
+  std::shared_ptr<const Entry> get(const Key& key, Build build) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) return it->second;
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    std::shared_ptr<const Entry> entry = build();
+    entries_.emplace(key, entry);
+    return entry;  // shared: a later clear() cannot pull it from under a running product
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 512;
+  std::mutex mutex_;
+  std::unordered_map<Key, std::shared_ptr<const Entry>, Hash> entries_;
+};
+
+size_t hash_sizes(std::initializer_list<int64_t> sizes) {
+  size_t h = 0;
+  for (int64_t v : sizes) h = h * 1000003u ^ std::hash<int64_t>()(v);
+  return h;
+}
+
 struct PrimitiveKey {
   int64_t batch, batch_a, batch_b, m, n, k;
   bool trans_a, trans_b, bf16, bias, bf16_out;
@@ -40,12 +68,9 @@ struct PrimitiveKey {
 
 struct PrimitiveKeyHash {
   size_t operator()(const PrimitiveKey& k) const {
-    size_t h = 0;
-    for (int64_t v : {k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) {
-      h = h * 1000003u ^ std::hash<int64_t>()(v);
-    }
-    return h * 31u + (size_t(k.bf16_out) << 4 | size_t(k.bias) << 3 | size_t(k.trans_a) << 2 |
-                      size_t(k.trans_b) << 1 | size_t(k.bf16));
+    return hash_sizes({k.batch, k.batch_a, k.batch_b, k.m, k.n, k.k}) * 31u +
+           (size_t(k.bf16_out) << 4 | size_t(k.bias) << 3 | size_t(k.trans_a) << 2 |
+            size_t(k.trans_b) << 1 | size_t(k.bf16));
   }
 };
 
@@ -56,39 +81,42 @@ struct CachedMatmul {
 
 std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16, bool bias,
                                                   bool bf16_out, const dnnl::engine& engine) {
-  static std::mutex mutex;
-  static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedMatmul>, PrimitiveKeyHash>
-      cache;
-  constexpr size_t kMaxEntries = 512;
+  static PrimitiveCache<PrimitiveKey, CachedMatmul, PrimitiveKeyHash> cache;
   const PrimitiveKey key{s.batch,   s.batch_a, s.batch_b, s.m,  s.n,     s.k,
                          s.trans_a, s.trans_b, bf16,      bias, bf16_out};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= kMaxEntries) cache.clear();
-  using dt = dnnl::memory::data_type;
-  const dt in_type = bf16 ? dt::bf16 : dt::f32;
-  const bool batched = s.batch > 1;
-  auto entry = std::make_shared<CachedMatmul>();
-  entry->a = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
-  entry->b = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
-  entry->c = matrix(batched, s.batch, s.m, s.n, false, bf16_out ? dt::bf16 : dt::f32);
-  if (bias) {
-    // One row of n, broadcast over the rows; oneDNN adds it to the fp32 sums before storing
-    // them (one rounding, as adding it afterwards).
-    entry->bias = dnnl::memory::desc({1, s.n}, dt::f32, dnnl::memory::dims{s.n, 1});
-    entry->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(entry->a, entry->b, entry->bias, entry->c), engine));
-  } else {
-    entry->primitive = dnnl::matmul(
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry->a, entry->b, entry->c), engine));
-  }
-  cache.emplace(key, entry);
-  return entry;  // shared: a later clear() cannot pull it from under a running product
+  return cache.get(key, [&] {
+    using dt = dnnl::memory::data_type;
+    const dt in_type = bf16 ? dt::bf16 : dt::f32;
+    const bool batched = s.batch > 1;
+    auto entry = std::make_shared<CachedMatmul>();
+    entry->a = matrix(batched, s.batch_a, s.m, s.k, s.trans_a, in_type);
+    entry->b = matrix(batched, s.batch_b, s.k, s.n, s.trans_b, in_type);
+    entry->c = matrix(batched, s.batch, s.m, s.n, false, bf16_out ? dt::bf16 : dt::f32);
+    if (bias) {
+      // One row of n, broadcast over the rows; oneDNN adds it to the fp32 sums before storing
+      // them (one rounding, as adding it afterwards).
+      entry->bias = dnnl::memory::desc({1, s.n}, dt::f32, dnnl::memory::dims{s.n, 1});
+      entry->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(entry->a, entry->b, entry->bias, entry->c), engine));
+    } else {
+      entry->primitive = dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(entry->a, entry->b, entry->c), engine));
+    }
+    return entry;
+  });
 }
 
 // oneDNN's inner product backward (weights), for dW and db of a linear layer together. Its
 // primitive descriptor needs the forward one as a hint; both are built once per shape.
+struct WeightGradKey {
+  int64_t rows, in, out;
+  friend bool operator==(const WeightGradKey&, const WeightGradKey&) = default;
+};
+
+struct WeightGradKeyHash {
+  size_t operator()(const WeightGradKey& k) const { return hash_sizes({k.rows, k.in, k.out}); }
+};
+
 struct CachedWeightGrad {
   dnnl::memory::desc x, dy, dw, db;
   dnnl::inner_product_backward_weights primitive;
@@ -96,32 +124,25 @@ struct CachedWeightGrad {
 
 std::shared_ptr<const CachedWeightGrad> cached_weight_grad(int64_t rows, int64_t in, int64_t out,
                                                            const dnnl::engine& engine) {
-  static std::mutex mutex;
-  static std::unordered_map<PrimitiveKey, std::shared_ptr<const CachedWeightGrad>, PrimitiveKeyHash>
-      cache;
-  constexpr size_t kMaxEntries = 512;
-  const PrimitiveKey key{1, 1, 1, out, in, rows, true, false, true, true, true};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= kMaxEntries) cache.clear();
-  using dt = dnnl::memory::data_type;
-  using tag = dnnl::memory::format_tag;
-  auto entry = std::make_shared<CachedWeightGrad>();
-  entry->x = dnnl::memory::desc({rows, in}, dt::bf16, tag::nc);
-  entry->dy = dnnl::memory::desc({rows, out}, dt::bf16, tag::nc);
-  entry->dw = dnnl::memory::desc({out, in}, dt::bf16, tag::oi);
-  entry->db = dnnl::memory::desc({out}, dt::f32, tag::x);
-  const dnnl::inner_product_forward::primitive_desc hint(
-      dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, entry->x, entry->dw,
-                                        entry->db, entry->dy),
-      engine);
-  entry->primitive =
-      dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
-          dnnl::inner_product_backward_weights::desc(entry->x, entry->dw, entry->db, entry->dy),
-          engine, hint));
-  cache.emplace(key, entry);
-  return entry;
+  static PrimitiveCache<WeightGradKey, CachedWeightGrad, WeightGradKeyHash> cache;
+  return cache.get({rows, in, out}, [&] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    auto entry = std::make_shared<CachedWeightGrad>();
+    entry->x = dnnl::memory::desc({rows, in}, dt::bf16, tag::nc);
+    entry->dy = dnnl::memory::desc({rows, out}, dt::bf16, tag::nc);
+    entry->dw = dnnl::memory::desc({out, in}, dt::bf16, tag::oi);
+    entry->db = dnnl::memory::desc({out}, dt::f32, tag::x);
+    const dnnl::inner_product_forward::primitive_desc hint(
+        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, entry->x, entry->dw,
+                                          entry->db, entry->dy),
+        engine);
+    entry->primitive =
+        dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
+            dnnl::inner_product_backward_weights::desc(entry->x, entry->dw, entry->db, entry->dy),
+            engine, hint));
+    return entry;
+  });
 }
 
 }  // namespace
