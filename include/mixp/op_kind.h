@@ -68,6 +68,7 @@ enum class OpKind : uint16_t {
   batch_norm,
   // layout, fused
   split_heads,
+  multi_head_attention,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 // clang-format on

@@ -170,5 +170,13 @@ Tensor dropout(const Tensor& x, double p, Philox& generator, bool training = tru
 /// Keeps q, k, v and one fp32 log-sum-exp per row for backward, not the [T, T] probabilities.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true);
+/// Multi-head attention on a packed projection: qkv [B, T, 3C] -> [B, T, C], the heads'
+/// results side by side. The same values as split_heads(qkv, heads), then
+/// scaled_dot_product_attention, then permute {0, 2, 1, 3} and reshape [B, T, C]; where the
+/// tiled bf16 attention runs (bf16 after autocast, AVX-512 BF16, C / heads a multiple of 16),
+/// it reads q, k and v in place and writes the heads into place, in backward too, without the
+/// copies of the split and the merge. Autocast: scaled_dot_product_attention's policy.
+///   Tensor y = ops::multi_head_attention(c_attn(x), n_head);  // [B, T, C]
+Tensor multi_head_attention(const Tensor& qkv, int64_t heads, bool causal = true);
 
 }  // namespace mixp::ops

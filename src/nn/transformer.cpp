@@ -45,13 +45,9 @@ CausalSelfAttention::CausalSelfAttention(const TransformerBlockOptions& options,
 Tensor CausalSelfAttention::forward(const Tensor& x) {
   const int64_t c = options_.n_embd, heads = options_.n_head;
   check_input("CausalSelfAttention", x, c);
-  const int64_t b = x.size(0), t = x.size(1);
-  const std::vector<Tensor> per_head =
-      ops::split_heads(c_attn_->forward(x), heads);  // [B, H, T, Dh]
-  const Tensor y = ops::scaled_dot_product_attention(per_head[0], per_head[1], per_head[2],
-                                                     /*causal=*/true);  // [B, H, T, Dh]
-  const Tensor merged = ops::permute(y, {0, 2, 1, 3}).reshape({b, t, c});
-  return resid_dropout_->forward(c_proj_->forward(merged));
+  const Tensor heads_merged =
+      ops::multi_head_attention(c_attn_->forward(x), heads, /*causal=*/true);  // [B, T, C]
+  return resid_dropout_->forward(c_proj_->forward(heads_merged));
 }
 
 MLP::MLP(const TransformerBlockOptions& options, Philox& rng, std::shared_ptr<Philox> dropout_rng) {

@@ -67,6 +67,9 @@ constexpr OpInfo kOps[] = {
     // Its output feeds a conv; statistics and running stats stay fp32 inside the op.
     {OpKind::batch_norm, "batch_norm", fp32_compute, false, nullptr, true},
     {OpKind::split_heads, "split_heads", keep, false},
+    // split_heads, scaled_dot_product_attention and the merge of the heads in one op: the
+    // attention's policy.
+    {OpKind::multi_head_attention, "multi_head_attention", lower_precision, false},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

@@ -21,7 +21,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/vmath.h"
+#include "ops/attention_internal.h"
 #include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
 #include "ops/op_helpers.h"
@@ -29,11 +29,8 @@
 namespace mixp::ops {
 namespace {
 
-struct Dims {
-  int64_t bh = 0, t = 0, dh = 0;  // batch * heads, sequence length, head size
-  bool causal = true;
-  int64_t visible(int64_t i) const { return causal ? i + 1 : t; }  // keys row i attends to
-};
+using attention::Dims;
+using attention::inverse_sqrt_head_size;
 
 // The sizes of q, k and v, all [B, H, T, Dh], checked for `op` (the fp32/bf16 and fp8 paths).
 Dims attention_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -67,28 +64,13 @@ void narrow_row(const A* row, int64_t r, int64_t n, bfloat16* out) {
 
 // Scores of each row (unscaled q k^T) become probabilities in place; lse gets each row's
 // log-sum-exp of the scaled scores; p16, if not null, gets the probabilities rounded to bf16.
-// fp32 rows use the vectorized max, exp and sum (libm's expf and serial sums were most of this
-// loop); max(s) scale is max(s scale) exactly, since scale > 0 and rounding is monotonic.
 template <typename A>
 void softmax_rows(A* s, A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr) {
   for_rows(d, [&](int64_t r, int64_t i) {
     A* row = s + r * d.t;
     const int64_t n = d.visible(i);
-    A m = -std::numeric_limits<A>::infinity();
-    A total = 0;
-    if constexpr (std::is_same_v<A, float>) {
-      m = kernels::max_f32(row, n) * scale;
-      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - m;
-      kernels::exp_f32(row, row, n);
-      total = kernels::sum_f32(row, n);
-      for (int64_t j = 0; j < n; ++j) row[j] /= total;
-    } else {
-      for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
-      for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
-      for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - (m + std::log(total)));
-    }
+    lse[r] = attention::softmax_row(row, n, scale);
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
-    lse[r] = m + std::log(total);
     narrow_row(row, r, d.t, p16);
   });
 }
@@ -99,12 +81,7 @@ void probabilities_rows(A* s, const A* lse, const Dims& d, A scale, bfloat16* p1
   for_rows(d, [&](int64_t r, int64_t i) {
     A* row = s + r * d.t;
     const int64_t n = d.visible(i);
-    if constexpr (std::is_same_v<A, float>) {
-      for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - lse[r];
-      kernels::exp_f32(row, row, n);
-    } else {
-      for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse[r]);
-    }
+    attention::probabilities_row(row, n, scale, lse[r]);
     for (int64_t j = n; j < d.t; ++j) row[j] = 0;
     narrow_row(row, r, d.t, p16);
   });
@@ -115,16 +92,9 @@ void probabilities_rows(A* s, const A* lse, const Dims& d, A scale, bfloat16* p1
 template <typename A>
 void score_grad_rows(const A* p, A* dp, const Dims& d, A scale, bfloat16* ds16 = nullptr) {
   for_rows(d, [&](int64_t r, int64_t i) {
-    const A* prow = p + r * d.t;
     A* grow = dp + r * d.t;
     const int64_t n = d.visible(i);
-    A dot = 0;
-    if constexpr (std::is_same_v<A, float>) {
-      dot = kernels::dot_f32(prow, grow, n);
-    } else {
-      for (int64_t j = 0; j < n; ++j) dot += prow[j] * grow[j];
-    }
-    for (int64_t j = 0; j < n; ++j) grow[j] = prow[j] * (grow[j] - dot) * scale;
+    attention::score_grad_row(p + r * d.t, grow, n, scale);
     for (int64_t j = n; j < d.t; ++j) grow[j] = 0;
     narrow_row(grow, r, d.t, ds16);
   });
@@ -140,11 +110,6 @@ void visit_accumulation(DType acc, F&& f) {
   } else {
     f.template operator()<float>();
   }
-}
-
-template <typename A>
-A inverse_sqrt_head_size(const Dims& d) {
-  return A(1.0 / std::sqrt(double(d.dh)));
 }
 
 // The dtype of the products' operands beside P and dS: bf16 for bf16 inputs (see the top), else
@@ -200,6 +165,12 @@ Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dim
   Tensor out = detail::empty_like(q);
   const Tensor out3 = out.view(s3);
   lse = empty(Shape{d.bh, d.t}, acc);
+  if (q.dtype() == DType::bf16 && attention::tiled_bf16_applies(d)) {
+    const attention::HeadRows dense = attention::HeadRows::dense(d);
+    attention::tiled_bf16_forward(d, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
+                                  dense, out.data<bfloat16>(), dense, lse.data<float>());
+    return out;
+  }
   for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
     Tensor p = scores(q3.slice(begin, end), k3.slice(begin, end), c);
     Tensor p16 = bf16_operand(c, operand);
@@ -226,6 +197,14 @@ std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor
   const Tensor* inputs[3] = {&q, &k, &v};
   for (size_t i = 0; i < 3; ++i) {
     if (need[i]) result[i] = detail::empty_like(*inputs[i]);
+  }
+  if (q.dtype() == DType::bf16 && attention::tiled_bf16_applies(d)) {
+    auto out = [&](size_t i) { return need[i] ? result[i].data<bfloat16>() : nullptr; };
+    const attention::HeadRows dense = attention::HeadRows::dense(d);
+    attention::tiled_bf16_backward(d, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
+                                   dense, lse_acc.data<float>(), g.data<bfloat16>(), dense, out(0),
+                                   out(1), out(2));
+    return result;
   }
   for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
     const kernels::GemmShape transposed_a{c.bh, c.t, c.dh, c.t, true, false, c.bh, c.bh};

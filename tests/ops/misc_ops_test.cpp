@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mixp/autograd.h"
+#include "mixp/cpu.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"
 #include "mixp/memory.h"
@@ -376,36 +377,102 @@ TEST(Attention, LowPrecisionResultAndShapeErrors) {
 // query 1 sees keys 0 and 1 with probabilities p0 ~ 0.5025 and p1 ~ 0.4975, and v = [64, -64]
 // gives 64 (p0 - p1) ~ 0.32, which rounding each p to bf16 moves to 0.375, 2.5 times the bf16
 // tolerance. Likewise dV0 = dO0 + p0 dO1 = 32 - 64 p0. Fast and reference paths alike.
+// Head size 1 takes the oneDNN path, 16 the tiled one (on AVX-512 BF16); each key's scaled
+// score is the same for both.
 TEST(Attention, Bf16ProductsSeeRoundedProbabilities) {
-  const Shape s{1, 1, 2, 1};
-  const Tensor q = from_values({0.0, 1.0}, s, DType::bf16);
-  const Tensor k = from_values({0.01, 0.0}, s, DType::bf16);
-  const Tensor v = from_values({64.0, -64.0}, s, DType::bf16);
-  const Tensor d_out = from_values({32.0, -64.0}, s, DType::bf16);
-  const double s0 = k.to_vector()[0];  // q1 k0, scale 1 for a head size of 1
-  const double p0 = std::exp(s0) / (std::exp(s0) + 1), p1 = 1 / (std::exp(s0) + 1);
-  auto bf16 = [](double x) { return double(float(bfloat16(float(x)))); };
-  const double out_rounded = bf16(64 * bf16(p0) - 64 * bf16(p1)), out_exact = bf16(64 * (p0 - p1));
-  const double dv0_rounded = bf16(32 - 64 * bf16(p0)), dv0_exact = bf16(32 - 64 * p0);
-  const test::Tolerance tol = test::tolerance(DType::bf16, 2);
-  auto near = [&](double got, double want) {
-    return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
-  };
-  ASSERT_FALSE(near(out_exact, out_rounded));  // the case tells the two apart
-  ASSERT_FALSE(near(dv0_exact, dv0_rounded));
-  for (bool reference : {false, true}) {
-    std::optional<ReferenceMode> mode;
-    if (reference) mode.emplace();
-    Tensor vg = v.detach().set_requires_grad(true);
-    const Tensor y = ops::scaled_dot_product_attention(q, k, vg);
-    y.backward(d_out);
-    EXPECT_TRUE(near(y.to_vector()[1], out_rounded))
-        << (reference ? "reference" : "fast") << ": " << y.to_vector()[1] << " vs " << out_rounded
-        << " (unrounded P: " << out_exact << ")";
-    EXPECT_TRUE(near(vg.grad().to_vector()[0], dv0_rounded))
-        << (reference ? "reference" : "fast") << ": " << vg.grad().to_vector()[0] << " vs "
-        << dv0_rounded << " (unrounded P: " << dv0_exact << ")";
+  for (int64_t dh : {1, 16}) {
+    SCOPED_TRACE("head size " + std::to_string(dh));
+    const Shape s{1, 1, 2, dh};
+    auto rows = [&](double first, double second) {
+      std::vector<double> x(size_t(2 * dh), first);
+      std::fill(x.begin() + dh, x.end(), second);
+      return from_values(x, s, DType::bf16);
+    };
+    const double root = std::sqrt(double(dh));
+    const Tensor q = rows(0.0, 1.0), k = rows(0.01 / root, 0.0);
+    const Tensor v = rows(64.0, -64.0), d_out = rows(32.0, -64.0);
+    const double s0 = double(dh) * k.to_vector()[0] / root;  // q1 k0 / sqrt(Dh)
+    const double p0 = std::exp(s0) / (std::exp(s0) + 1), p1 = 1 / (std::exp(s0) + 1);
+    auto bf16 = [](double x) { return double(float(bfloat16(float(x)))); };
+    const double out_rounded = bf16(64 * bf16(p0) - 64 * bf16(p1));
+    const double out_exact = bf16(64 * (p0 - p1));
+    const double dv0_rounded = bf16(32 - 64 * bf16(p0)), dv0_exact = bf16(32 - 64 * p0);
+    const test::Tolerance tol = test::tolerance(DType::bf16, 2);
+    auto near = [&](double got, double want) {
+      return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+    };
+    ASSERT_FALSE(near(out_exact, out_rounded));  // the case tells the two apart
+    ASSERT_FALSE(near(dv0_exact, dv0_rounded));
+    for (bool reference : {false, true}) {
+      std::optional<ReferenceMode> mode;
+      if (reference) mode.emplace();
+      Tensor vg = v.detach().set_requires_grad(true);
+      const Tensor y = ops::scaled_dot_product_attention(q, k, vg);
+      y.backward(d_out);
+      const double out1 = y.to_vector()[size_t(dh)], dv0 = vg.grad().to_vector()[0];
+      EXPECT_TRUE(near(out1, out_rounded))
+          << (reference ? "reference" : "fast") << ": " << out1 << " vs " << out_rounded
+          << " (unrounded P: " << out_exact << ")";
+      EXPECT_TRUE(near(dv0, dv0_rounded))
+          << (reference ? "reference" : "fast") << ": " << dv0 << " vs " << dv0_rounded
+          << " (unrounded P: " << dv0_exact << ")";
+    }
   }
+}
+
+// ---- multi_head_attention ----
+
+// qkv [2, 70, 192]: 2 heads of 32 (the tiled path on AVX-512 BF16), two blocks of query rows.
+TEST(MultiHeadAttention, GivesTheBitsOfTheComposedOps) {
+  Philox rng(PhiloxState{41, 0, 0});
+  const Shape s{2, 70, 192};
+  for (bool causal : {true, false}) {
+    const Tensor x = randn(s, rng, 1.0, DType::bf16);
+    const Tensor g = randn({2, 70, 64}, rng, 1.0, DType::bf16);
+    Tensor a = x.clone().set_requires_grad(true), b = x.clone().set_requires_grad(true);
+    const Tensor fused = ops::multi_head_attention(a, 2, causal);
+    const std::vector<Tensor> heads = ops::split_heads(b, 2);
+    const Tensor composed =
+        ops::permute(ops::scaled_dot_product_attention(heads[0], heads[1], heads[2], causal),
+                     {0, 2, 1, 3})
+            .reshape({2, 70, 64});
+    ASSERT_EQ(fused.dtype(), DType::bf16);
+    EXPECT_EQ(fused.to_vector(), composed.to_vector()) << "causal " << causal;
+    fused.backward(g);
+    composed.backward(g);
+    EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector()) << "causal " << causal;
+  }
+}
+
+TEST(MultiHeadAttention, KeepsNoCopyOfTheHeads) {
+  if (best_isa() < Isa::avx512_bf16) GTEST_SKIP() << "the tiled path needs AVX-512 BF16";
+  if (reference_mode()) GTEST_SKIP() << "the reference path is the composition, with its copies";
+  Philox rng(PhiloxState{42, 0, 0});
+  const Tensor x = randn({1, 64, 96}, rng, 1.0, DType::bf16).set_requires_grad(true);
+  const int64_t before = memory::stats().current_total;
+  const Tensor y = ops::multi_head_attention(x, 2);
+  // The bf16 result [1, 64, 32] and one fp32 log-sum-exp per row of each head: no q, k and v.
+  EXPECT_EQ(memory::stats().current_total - before, 64 * 32 * 2 + 2 * 64 * 4);
+  y.backward(ones(y.shape(), DType::bf16));
+  EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  EXPECT_EQ(x.grad().shape(), x.shape());
+}
+
+TEST(MultiHeadAttention, NamesBadShapes) {
+  auto message = [](const Tensor& x, int64_t heads) {
+    try {
+      ops::multi_head_attention(x, heads);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(zeros({2, 3, 10}), 1).find("[B, T, 3C]"), std::string::npos);
+  EXPECT_NE(message(zeros({2, 0, 12}), 1).find("at least 1"), std::string::npos);
+  EXPECT_NE(message(zeros({6, 12}), 1).find("[6, 12]"), std::string::npos);
+  EXPECT_NE(message(zeros({1, 2, 12}), 3).find("3 heads do not divide the width C = 4"),
+            std::string::npos);
+  EXPECT_NE(message(zeros({1, 2, 12}), 0).find("0 heads"), std::string::npos);
 }
 
 }  // namespace

@@ -332,6 +332,38 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::scaled_dot_product_attention(v[0], v[1], v[2]); },
                    256 * 2,
                    false});
+  // Head sizes that are multiples of 16 take the tiled bf16 path on AVX-512 BF16: one block of
+  // an odd number of query rows, and three blocks of 64 rows with a tail of 2, causal or not.
+  for (const Shape& tiled : {Shape{1, 2, 37, 32}, Shape{1, 2, 130, 64}}) {
+    for (bool causal : {true, false}) {
+      cases.push_back(
+          {std::string("attention/tiled/") + (causal ? "causal/" : "full/") + tiled.to_string(),
+           {{tiled, any}, {tiled, any}, {tiled, any}},
+           [causal](const V& v) {
+             return ops::scaled_dot_product_attention(v[0], v[1], v[2], causal);
+           },
+           tiled[2] * tiled[3],
+           false});
+    }
+  }
+  // multi_head_attention: qkv [B, T, 3C]. Dh = C / heads = 2 runs the composed ops (small enough
+  // for central differences); Dh = 32 and 64 the tiled bf16 path, which reads the heads in place.
+  cases.push_back({"multi_head_attention/composed",
+                   {{{2, 5, 12}, any}},
+                   [](const V& v) { return ops::multi_head_attention(v[0], 2); },
+                   5 * 2});
+  for (const auto& [qkv, heads] :
+       {std::pair{Shape{2, 37, 192}, 2}, std::pair{Shape{1, 130, 384}, 2}}) {
+    for (bool causal : {true, false}) {
+      cases.push_back(
+          {std::string("multi_head_attention/tiled/") + (causal ? "causal/" : "full/") +
+               qkv.to_string(),
+           {{qkv, any}},
+           [causal, heads](const V& v) { return ops::multi_head_attention(v[0], heads, causal); },
+           qkv[1] * (qkv[2] / 3 / heads),
+           false});
+    }
+  }
   cases.push_back({"dropout/odd",
                    {{{3, 1031}, any}},
                    [](const V& v) {

@@ -1,0 +1,165 @@
+// The pair products and packings of kernels/pair_gemm.h with AVX-512 BF16. A tile of up to 6
+// rows by 64 columns keeps 24 accumulators in registers: per pair of k, 4 loads of B, 6
+// broadcasts of A and 24 vdpbf16ps, enough independent sums to keep both units busy. The rows
+// of A are reused across the column tiles from L1, so the products run from cache at 80-90% of
+// the peak on the attention's sizes (docs/performance.md).
+#include <immintrin.h>
+
+#include "kernels/pair_gemm.h"
+
+namespace mixp::kernels::avx512_bf16 {
+namespace {
+
+template <int MR, int NR>
+void tile(const PairGemm& g, int64_t i, int64_t j, int64_t pairs) {
+  __m512 acc[MR][NR];
+  float* c = g.c + i * g.ldc + j;
+  for (int r = 0; r < MR; ++r) {
+    for (int q = 0; q < NR; ++q) {
+      acc[r][q] = g.accumulate ? _mm512_loadu_ps(c + r * g.ldc + 16 * q) : _mm512_setzero_ps();
+    }
+  }
+  const uint32_t* a = g.a + i * g.a_row;
+  const uint16_t* b = g.b + 2 * j;
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh bv[NR];
+    for (int q = 0; q < NR; ++q) {
+      bv[q] = (__m512bh)_mm512_loadu_si512(b + p * g.ldb + 32 * q);
+    }
+    const uint32_t* ap = a + p * g.a_pair;
+    for (int r = 0; r < MR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(ap[r * g.a_row]));
+      for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, bv[q]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * g.ldc + 16 * q, acc[r][q]);
+  }
+}
+
+using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t);
+
+template <int MR>
+constexpr TileFn tile_for(int nr) {
+  return nr == 1 ? tile<MR, 1> : nr == 2 ? tile<MR, 2> : nr == 3 ? tile<MR, 3> : tile<MR, 4>;
+}
+
+TileFn tile_for(int mr, int nr) {
+  switch (mr) {
+    case 1: return tile_for<1>(nr);
+    case 2: return tile_for<2>(nr);
+    case 3: return tile_for<3>(nr);
+    case 4: return tile_for<4>(nr);
+    case 5: return tile_for<5>(nr);
+    default: return tile_for<6>(nr);
+  }
+}
+
+// idx for _mm512_permutex2var_epi16(x0, idx, x1): pairs (x0[t], x1[t]) for t in [first, first + 16).
+__m512i interleave_index(int first) {
+  alignas(64) uint16_t idx[32];
+  for (int t = 0; t < 16; ++t) {
+    idx[2 * t] = uint16_t(first + t);
+    idx[2 * t + 1] = uint16_t(32 + first + t);
+  }
+  return _mm512_load_si512(idx);
+}
+
+// x[i] word j becomes x[j] word i.
+void transpose16(__m512i x[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    x[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    x[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    x[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    x[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+__mmask32 first_lanes32(int64_t count) {
+  return count >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << count) - 1);
+}
+
+}  // namespace
+
+void pair_gemm(const PairGemm& g) {
+  for (int64_t i = 0; i < g.m; i += 6) {
+    const int64_t mr = g.m - i < 6 ? g.m - i : 6;
+    int64_t n_end = g.n;
+    if (g.row_limit >= 0) {
+      const int64_t need = (g.row_limit + i + mr + 15) / 16 * 16;
+      if (need < n_end) n_end = need;
+    }
+    int64_t pairs = g.pairs;
+    if (g.pair_limit >= 0) {
+      const int64_t need = (g.pair_limit + i + mr + 1) / 2;
+      if (need < pairs) pairs = need;
+    }
+    for (int64_t j = 0; j < n_end; j += 64) {
+      const int64_t nr = (n_end - j) / 16 < 4 ? (n_end - j) / 16 : 4;
+      tile_for(int(mr), int(nr))(g, i, j, pairs);
+    }
+  }
+}
+
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                    int64_t dst_ld) {
+  const __m512i lo = interleave_index(0), hi = interleave_index(16);
+  for (int64_t r = 0; r < rows; r += 2) {
+    const uint16_t* r0 = src + r * ld;
+    const bool pair = r + 1 < rows;
+    uint16_t* out = dst + (r / 2) * dst_ld;
+    for (int64_t c = 0; c < cols; c += 32) {
+      const __mmask32 m = first_lanes32(cols - c);
+      const __m512i x0 = _mm512_maskz_loadu_epi16(m, r0 + c);
+      const __m512i x1 = pair ? _mm512_maskz_loadu_epi16(m, r0 + ld + c) : _mm512_setzero_si512();
+      const int64_t left = 2 * (cols - c);
+      _mm512_mask_storeu_epi16(out + 2 * c, first_lanes32(left),
+                               _mm512_permutex2var_epi16(x0, lo, x1));
+      if (left > 32) {
+        _mm512_mask_storeu_epi16(out + 2 * c + 32, first_lanes32(left - 32),
+                                 _mm512_permutex2var_epi16(x0, hi, x1));
+      }
+    }
+  }
+}
+
+void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                       int64_t dst_ld) {
+  // Word (r, w) of src, w = c / 2, goes to word (w, r) of dst: blocks of 16 x 16 words,
+  // transposed in registers.
+  const int64_t row_words = ld / 2, col_words = cols / 2;
+  for (int64_t r = 0; r < rows; r += 16) {
+    const int64_t nr = rows - r < 16 ? rows - r : 16;
+    const __mmask16 row_mask = __mmask16((1u << nr) - 1);
+    for (int64_t w = 0; w < col_words; w += 16) {
+      const int64_t nw = col_words - w < 16 ? col_words - w : 16;
+      const __mmask16 word_mask = __mmask16((1u << nw) - 1);
+      __m512i x[16];
+      for (int i = 0; i < 16; ++i) {
+        x[i] = i < nr ? _mm512_maskz_loadu_epi32(word_mask, src + 2 * ((r + i) * row_words + w))
+                      : _mm512_setzero_si512();
+      }
+      transpose16(x);
+      for (int i = 0; i < nw; ++i) _mm512_mask_storeu_epi32(dst + (w + i) * dst_ld + 2 * r, row_mask, x[i]);
+    }
+  }
+}
+
+}  // namespace mixp::kernels::avx512_bf16

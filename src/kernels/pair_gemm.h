@@ -1,0 +1,75 @@
+// Small bf16 products on operands laid out in pairs, for AVX-512 BF16's vdpbf16ps, which
+// multiplies two bf16 pairs lane by lane and adds both products to an fp32 lane. Private to
+// mixp: the tiled attention (ops/scaled_dot_product_attention_bf16.cpp) is their user.
+//
+// A product C[m][n] = sum_k A[m][k] B[k][n] with k split into pairs (2p, 2p + 1):
+// - A is read as 32-bit words, word (m, p) holding A[m][2p] and A[m][2p + 1], at
+//   a + m * a_row + p * a_pair. A row-major bf16 matrix with an even row length is such a layout
+//   (a_row = its row length / 2, a_pair = 1); so is the output of pack_row_pairs, transposed
+//   (a_row = 1, a_pair = its row length).
+// - B is packed by pairs of rows: element (k, n) at b[(k / 2) * ldb + 2 n + k % 2], which
+//   pack_row_pairs makes from a row-major [K][N] and pack_column_pairs from a row-major [N][K]
+//   (that is, B^T).
+// - C is fp32, row-major with leading dimension ldc; n is a multiple of 16.
+//
+// Causal limits skip what a causal attention never reads. With row_limit >= 0 row r of C needs
+// only the columns j < row_limit + r + 1 (the tile of rows [i, i + 6) computes the columns below
+// row_limit + i + 6, rounded up to 16; others are left as they were). With pair_limit >= 0 row
+// r needs only the reduction terms k < pair_limit + r + 1; the terms beyond it, up to the
+// tile's rounded limit, must be zeros in A.
+//
+// Accumulation is fp32 with vdpbf16ps's rounding: each product of two bf16 is exact in fp32,
+// and it flushes subnormal inputs and partial sums to zero (docs/formats.md). The scalar
+// versions in ref:: accumulate a lane's two products and the sum the same way but not in the
+// same order, so they agree within fp32 accumulation error, not to the bit.
+//
+// Example (C = A B for A [6][32] and B [32][16], both row-major bf16 bits):
+//   pack_row_pairs(b, 16, 32, 16, bp, 32);       // bp: [16 pairs][16 columns][2]
+//   PairGemm g{.a = (const uint32_t*)a, .a_row = 16, .a_pair = 1, .b = bp, .ldb = 32,
+//              .c = c, .ldc = 16, .m = 6, .n = 16, .pairs = 16};
+//   pair_gemm(g);
+#pragma once
+
+#include <cstdint>
+
+namespace mixp::kernels {
+
+struct PairGemm {
+  const uint32_t* a = nullptr;
+  int64_t a_row = 0, a_pair = 0;  // in 32-bit words
+  const uint16_t* b = nullptr;
+  int64_t ldb = 0;  // in bf16 elements, at least 2 n
+  float* c = nullptr;
+  int64_t ldc = 0;
+  int64_t m = 0, n = 0, pairs = 0;
+  bool accumulate = false;  // C += A B instead of C = A B
+  int64_t row_limit = -1, pair_limit = -1;
+};
+
+/// dst[(r / 2) * dst_ld + 2 c + r % 2] = src[r * ld + c] for r < rows, c < cols; an odd last row
+/// pairs with zeros. dst_ld >= 2 cols.
+using PackRowPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                uint16_t* dst, int64_t dst_ld);
+/// dst[(c / 2) * dst_ld + 2 r + c % 2] = src[r * ld + c] for r < rows, c < cols (cols and ld
+/// even, src 4-byte aligned). dst_ld >= 2 rows.
+using PackColumnPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                   uint16_t* dst, int64_t dst_ld);
+using PairGemmFn = void (*)(const PairGemm& g);
+
+namespace ref {
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                    int64_t dst_ld);
+void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                       int64_t dst_ld);
+void pair_gemm(const PairGemm& g);
+}  // namespace ref
+
+namespace avx512_bf16 {
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                    int64_t dst_ld);
+void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                       int64_t dst_ld);
+void pair_gemm(const PairGemm& g);
+}  // namespace avx512_bf16
+
+}  // namespace mixp::kernels

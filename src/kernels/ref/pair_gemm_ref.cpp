@@ -1,0 +1,63 @@
+// Scalar versions of the pair products and packings of kernels/pair_gemm.h, for the tests that
+// hold the AVX-512 BF16 ones to them. Each lane's two products are exact in fp32 (bf16 has 8
+// significant bits) and are added to the sum one at a time.
+#include <cstring>
+
+#include "kernels/pair_gemm.h"
+
+namespace mixp::kernels::ref {
+namespace {
+
+float widen(uint16_t bits) {
+  const uint32_t u = uint32_t(bits) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+void pair_gemm(const PairGemm& g) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    // The same limits as the tiles of 6 rows in the AVX-512 BF16 version.
+    const int64_t tile_last = (i / 6) * 6 + (g.m - (i / 6) * 6 < 6 ? g.m - (i / 6) * 6 : 6);
+    int64_t n_end = g.n;
+    if (g.row_limit >= 0) {
+      const int64_t need = (g.row_limit + tile_last + 15) / 16 * 16;
+      if (need < n_end) n_end = need;
+    }
+    int64_t pairs = g.pairs;
+    if (g.pair_limit >= 0) {
+      const int64_t need = (g.pair_limit + tile_last + 1) / 2;
+      if (need < pairs) pairs = need;
+    }
+    for (int64_t j = 0; j < n_end; ++j) {
+      float sum = g.accumulate ? g.c[i * g.ldc + j] : 0.0f;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint32_t word = g.a[i * g.a_row + p * g.a_pair];
+        const uint16_t* b = g.b + p * g.ldb + 2 * j;
+        sum += widen(uint16_t(word & 0xffff)) * widen(b[0]);
+        sum += widen(uint16_t(word >> 16)) * widen(b[1]);
+      }
+      g.c[i * g.ldc + j] = sum;
+    }
+  }
+}
+
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                    int64_t dst_ld) {
+  for (int64_t r = 0; r < rows + rows % 2; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      dst[(r / 2) * dst_ld + 2 * c + r % 2] = r < rows ? src[r * ld + c] : uint16_t(0);
+    }
+  }
+}
+
+void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                       int64_t dst_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[(c / 2) * dst_ld + 2 * r + c % 2] = src[r * ld + c];
+  }
+}
+
+}  // namespace mixp::kernels::ref

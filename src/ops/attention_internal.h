@@ -1,0 +1,100 @@
+// What scaled_dot_product_attention's two fast paths share: the sizes, the softmax row math,
+// and the tiled bf16 path (scaled_dot_product_attention_bf16.cpp) that the op takes where it
+// applies. Private to mixp's ops.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/vmath.h"
+#include "mixp/float_types.h"
+
+namespace mixp::ops::attention {
+
+struct Dims {
+  int64_t bh = 0, t = 0, dh = 0;  // batch * heads, sequence length, head size
+  bool causal = true;
+  int64_t visible(int64_t i) const { return causal ? i + 1 : t; }  // keys row i attends to
+};
+
+template <typename A>
+A inverse_sqrt_head_size(const Dims& d) {
+  return A(1.0 / std::sqrt(double(d.dh)));
+}
+
+// The first n unscaled scores of a row become its probabilities in place; returns the row's
+// log-sum-exp of the scaled scores. fp32 rows use the vectorized max, exp and sum (libm's expf
+// and serial sums were most of this loop); max(s) scale is max(s scale) exactly, since
+// scale > 0 and rounding is monotonic.
+template <typename A>
+A softmax_row(A* row, int64_t n, A scale) {
+  A m = -std::numeric_limits<A>::infinity();
+  A total = 0;
+  if constexpr (std::is_same_v<A, float>) {
+    m = kernels::max_f32(row, n) * scale;
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - m;
+    kernels::exp_f32(row, row, n);
+    total = kernels::sum_f32(row, n);
+    for (int64_t j = 0; j < n; ++j) row[j] /= total;
+  } else {
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
+    for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - (m + std::log(total)));
+  }
+  return m + std::log(total);
+}
+
+// The probabilities again, from the first n unscaled scores and the saved log-sum-exp.
+template <typename A>
+void probabilities_row(A* row, int64_t n, A scale, A lse) {
+  if constexpr (std::is_same_v<A, float>) {
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - lse;
+    kernels::exp_f32(row, row, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse);
+  }
+}
+
+// The first n entries of dP become dS = P (dP - rowsum(P dP)) scale in place.
+template <typename A>
+void score_grad_row(const A* p, A* dp, int64_t n, A scale) {
+  A dot = 0;
+  if constexpr (std::is_same_v<A, float>) {
+    dot = kernels::dot_f32(p, dp, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
+  }
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
+}
+
+/// Where one operand's rows are: row i of (batch, head) pair p starts at element
+/// (p / heads) batch_stride + (p % heads) head_stride + i row_stride. [BH, T, Dh] tensors are
+/// dense(); the q, k and v of a packed projection [B, T, 3C] and the merged heads [B, T, C] are
+/// strided, so that multi_head_attention reads and writes them in place.
+struct HeadRows {
+  int64_t heads = 1, batch_stride = 0, head_stride = 0, row_stride = 0;
+  int64_t at(int64_t pair) const { return pair / heads * batch_stride + pair % heads * head_stride; }
+  static HeadRows dense(const Dims& d) { return HeadRows{1, d.t * d.dh, 0, d.dh}; }
+};
+
+/// Whether the tiled bf16 path runs for bf16 inputs of these sizes: on AVX-512 BF16 (the active
+/// ISA) with a head size that is a multiple of 16.
+bool tiled_bf16_applies(const Dims& d);
+
+/// q, k, v (rows as `in` says) bf16 -> out (rows as `out_rows` says) bf16 and lse [BH, T] fp32,
+/// as the oneDNN path computes them (P rounded once to bf16 for P V), in tiles of 64 query rows
+/// per (batch, head) pair. Causal tiles skip the keys their rows never see. Row strides must be
+/// even.
+void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                        const HeadRows& in, bfloat16* out, const HeadRows& out_rows, float* lse);
+
+/// The gradients of tiled_bf16_forward from dO = g (rows as `g_rows` says), written where `in`
+/// says; dq, dk or dv may be null (not needed).
+void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                         const HeadRows& in, const float* lse, const bfloat16* g,
+                         const HeadRows& g_rows, bfloat16* dq, bfloat16* dk, bfloat16* dv);
+
+}  // namespace mixp::ops::attention

@@ -1,0 +1,266 @@
+// scaled_dot_product_attention's tiled bf16 path (see attention_internal.h and the op's file for
+// the math). The oneDNN path computes a chunk's scores for all 256 keys of every query, causal
+// or not, and passes [32, T, T] fp32 matrices through memory between its products and the
+// softmax; here each (batch, head) pair is one task that keeps its operands in cache:
+// - K and V are packed once per pair into the pair layouts of kernels/pair_gemm.h;
+// - the queries go in blocks of 64 rows, whose scores (64 x T fp32) stay in L2 from the product
+//   through the softmax to P V;
+// - causal blocks compute only the keys below their last row (rounded up to 16, per tile of 6
+//   rows), about half of the T x T products.
+// The numerics are the oneDNN path's: fp32 scores, the same row functions, P (and in backward
+// dS) rounded once to bf16 for the products, each product accumulated in fp32 and rounded once.
+// Only the order of each product's fp32 sums differs.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/convert_kernels.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/pair_gemm.h"
+#include "mixp/cpu.h"
+#include "ops/attention_internal.h"
+
+namespace mixp::ops::attention {
+namespace {
+
+namespace isa = kernels::avx512_bf16;
+
+constexpr int64_t kBlockRows = 64;
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+const uint16_t* bits(const bfloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+const uint32_t* words(const uint16_t* p) { return reinterpret_cast<const uint32_t*>(p); }
+
+// fp32 to bf16 with the AVX-512 BF16 kernel itself: this path runs only there, and its many
+// short rows would otherwise each pay for convert()'s checks and dispatch.
+void narrow(const float* src, int64_t n, uint16_t* dst) {
+  kernels::avx512_bf16::f32_to_bf16(src, dst, size_t(n));
+}
+
+// Rows [i0, i0 + rows) of [rows][Dh] fp32 rounded into an operand's rows.
+void narrow_into(const float* src, int64_t rows, int64_t dh, bfloat16* dst, int64_t row_stride) {
+  if (row_stride == dh) {
+    narrow(src, rows * dh, reinterpret_cast<uint16_t*>(dst));
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    narrow(src + r * dh, dh, reinterpret_cast<uint16_t*>(dst + r * row_stride));
+  }
+}
+
+// The sizes of one pair's work and its scratch layouts.
+struct Layout {
+  int64_t t, dh;
+  int64_t keys16;  // T rounded up to 16: the columns of the transposed packings
+  int64_t width;   // the row length of the score-shaped buffers, T rounded up to 32
+  explicit Layout(const Dims& d)
+      : t(d.t), dh(d.dh), keys16(round_up(d.t, 16)), width(round_up(d.t, 32)) {}
+  int64_t transposed_size() const { return dh / 2 * 2 * keys16; }  // [Dh/2][keys16][2]
+  int64_t rows_size(int64_t rows) const { return round_up(rows, 2) * dh; }  // [rows/2][Dh][2]
+};
+
+// [Dh/2][keys16][2] from T rows of Dh (B = X^T for q k^T or dO v^T), the padding keys zero.
+void pack_transposed(const Layout& l, const bfloat16* x, int64_t row_stride, uint16_t* out) {
+  isa::pack_column_pairs(bits(x), row_stride, l.t, l.dh, out, 2 * l.keys16);
+  for (int64_t w = 0; w < l.dh / 2; ++w) {
+    std::fill(out + w * 2 * l.keys16 + 2 * l.t, out + (w + 1) * 2 * l.keys16, uint16_t(0));
+  }
+}
+
+// One block of query rows [i0, i1) and the keys it sees.
+struct Block {
+  int64_t i0, i1, keys;
+  int64_t rows() const { return i1 - i0; }
+};
+
+Block block_at(const Dims& d, int64_t i0) {
+  const int64_t i1 = std::min(d.t, i0 + kBlockRows);
+  return Block{i0, i1, d.causal ? i1 : d.t};
+}
+
+// s[r][j] = q[i0 + r] . k[j] (unscaled) for the keys each row sees (more, up to a tile's limit).
+void block_scores(const Dims& d, const Layout& l, const Block& b, const bfloat16* q,
+                  int64_t row_stride, const uint16_t* k_transposed, float* s) {
+  kernels::PairGemm g;
+  g.a = words(bits(q + b.i0 * row_stride));
+  g.a_row = row_stride / 2;
+  g.a_pair = 1;
+  g.b = k_transposed;
+  g.ldb = 2 * l.keys16;
+  g.c = s;
+  g.ldc = l.width;
+  g.m = b.rows();
+  g.n = round_up(b.keys, 16);
+  g.pairs = l.dh / 2;
+  g.row_limit = d.causal ? b.i0 : -1;
+  isa::pair_gemm(g);
+}
+
+// c[r][:] = sum_j a[r][j] x[j][:] over the keys of the block, a (P or dS, bf16, row length
+// width) zero beyond each row's visible keys, x packed by pairs of keys.
+void block_times_keys(const Dims& d, const Layout& l, const Block& b, const uint16_t* a,
+                      const uint16_t* x_pairs, float* c) {
+  kernels::PairGemm g;
+  g.a = words(a);
+  g.a_row = l.width / 2;
+  g.a_pair = 1;
+  g.b = x_pairs;
+  g.ldb = 2 * l.dh;
+  g.c = c;
+  g.ldc = l.dh;
+  g.m = b.rows();
+  g.n = l.dh;
+  g.pairs = (b.keys + 1) / 2;
+  g.pair_limit = d.causal ? b.i0 : -1;
+  isa::pair_gemm(g);
+}
+
+// acc[j][:] += sum_r a[r][j] y[r][:] for the block's keys j: a (P or dS) packed by pairs of
+// rows, y (dO or q) likewise.
+void keys_accumulate(const Layout& l, const Block& b, const uint16_t* a_pairs,
+                     const uint16_t* y_pairs, float* acc) {
+  kernels::PairGemm g;
+  g.a = words(a_pairs);
+  g.a_row = 1;
+  g.a_pair = l.width;
+  g.b = y_pairs;
+  g.ldb = 2 * l.dh;
+  g.c = acc;
+  g.ldc = l.dh;
+  g.m = b.keys;
+  g.n = l.dh;
+  g.pairs = (b.rows() + 1) / 2;
+  g.accumulate = true;
+  isa::pair_gemm(g);
+}
+
+// Row r of `rows` rounded to bf16 for its visible keys, zeros after them up to `extent`.
+void narrow_rows(const Dims& d, const Layout& l, const Block& b, const float* rows,
+                 uint16_t* out, int64_t extent) {
+  for (int64_t r = 0; r < b.rows(); ++r) {
+    const int64_t n = d.visible(b.i0 + r);
+    narrow(rows + r * l.width, n, out + r * l.width);
+    std::fill(out + r * l.width + n, out + r * l.width + extent, uint16_t(0));
+  }
+}
+
+// One thread's buffers, kept between calls (they only grow).
+struct Scratch {
+  std::vector<uint16_t> k_transposed, v_transposed, k_pairs, v_pairs, p16, a_pairs, y_pairs;
+  std::vector<float> s, dp, o, dk, dv;
+};
+
+Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+template <typename T>
+T* sized(std::vector<T>& v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v.data();
+}
+
+}  // namespace
+
+bool tiled_bf16_applies(const Dims& d) {
+  return active_isa() >= Isa::avx512_bf16 && d.dh % 16 == 0;
+}
+
+void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                        const HeadRows& in, bfloat16* out, const HeadRows& out_rows, float* lse) {
+  const Layout l(d);
+  const float scale = inverse_sqrt_head_size<float>(d);
+  const int64_t ld = in.row_stride;
+  kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
+    Scratch& m = thread_scratch();
+    uint16_t* kt = sized(m.k_transposed, l.transposed_size());
+    uint16_t* vp = sized(m.v_pairs, l.rows_size(d.t));
+    float* s = sized(m.s, kBlockRows * l.width);
+    uint16_t* p16 = sized(m.p16, kBlockRows * l.width);
+    float* o = sized(m.o, kBlockRows * l.dh);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      const int64_t at = in.at(pair);
+      pack_transposed(l, k + at, ld, kt);
+      isa::pack_row_pairs(bits(v + at), ld, d.t, d.dh, vp, 2 * d.dh);
+      for (int64_t i0 = 0; i0 < d.t; i0 += kBlockRows) {
+        const Block b = block_at(d, i0);
+        block_scores(d, l, b, q + at, ld, kt, s);
+        for (int64_t r = 0; r < b.rows(); ++r) {
+          const int64_t i = b.i0 + r;
+          lse[pair * d.t + i] = softmax_row<float>(s + r * l.width, d.visible(i), scale);
+        }
+        narrow_rows(d, l, b, s, p16, round_up(b.keys, 2));
+        block_times_keys(d, l, b, p16, vp, o);
+        narrow_into(o, b.rows(), d.dh,
+                    out + out_rows.at(pair) + b.i0 * out_rows.row_stride, out_rows.row_stride);
+      }
+    }
+  });
+}
+
+void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
+                         const HeadRows& in, const float* lse, const bfloat16* g,
+                         const HeadRows& g_rows, bfloat16* dq, bfloat16* dk, bfloat16* dv) {
+  const Layout l(d);
+  const float scale = inverse_sqrt_head_size<float>(d);
+  const bool scores_grad = dq != nullptr || dk != nullptr;
+  const int64_t ld = in.row_stride, g_ld = g_rows.row_stride;
+  kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
+    Scratch& m = thread_scratch();
+    uint16_t* kt = sized(m.k_transposed, l.transposed_size());
+    uint16_t* vt = sized(m.v_transposed, l.transposed_size());
+    uint16_t* kp = sized(m.k_pairs, l.rows_size(d.t));
+    float* s = sized(m.s, kBlockRows * l.width);
+    float* dp = sized(m.dp, kBlockRows * l.width);
+    uint16_t* p16 = sized(m.p16, kBlockRows * l.width);
+    uint16_t* a_pairs = sized(m.a_pairs, kBlockRows * l.width);
+    uint16_t* y_pairs = sized(m.y_pairs, l.rows_size(kBlockRows));
+    float* o = sized(m.o, kBlockRows * l.dh);
+    float* dk_acc = sized(m.dk, d.t * d.dh);
+    float* dv_acc = sized(m.dv, d.t * d.dh);
+    for (int64_t pair = begin; pair < end; ++pair) {
+      const int64_t at = in.at(pair);
+      const bfloat16* gp = g + g_rows.at(pair);
+      pack_transposed(l, k + at, ld, kt);
+      if (scores_grad) pack_transposed(l, v + at, ld, vt);
+      if (dq != nullptr) isa::pack_row_pairs(bits(k + at), ld, d.t, d.dh, kp, 2 * d.dh);
+      std::fill(dk_acc, dk_acc + d.t * d.dh, 0.0f);
+      std::fill(dv_acc, dv_acc + d.t * d.dh, 0.0f);
+      for (int64_t i0 = 0; i0 < d.t; i0 += kBlockRows) {
+        const Block b = block_at(d, i0);
+        const int64_t extent = round_up(b.keys, 2);
+        block_scores(d, l, b, q + at, ld, kt, s);
+        for (int64_t r = 0; r < b.rows(); ++r) {
+          const int64_t i = b.i0 + r;
+          probabilities_row<float>(s + r * l.width, d.visible(i), scale, lse[pair * d.t + i]);
+        }
+        if (dv != nullptr) {  // dV += P^T dO
+          narrow_rows(d, l, b, s, p16, extent);
+          isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
+          isa::pack_row_pairs(bits(gp + b.i0 * g_ld), g_ld, b.rows(), d.dh, y_pairs, 2 * d.dh);
+          keys_accumulate(l, b, a_pairs, y_pairs, dv_acc);
+        }
+        if (!scores_grad) continue;
+        block_scores(d, l, b, gp, g_ld, vt, dp);  // dP = dO V^T
+        for (int64_t r = 0; r < b.rows(); ++r) {
+          score_grad_row<float>(s + r * l.width, dp + r * l.width, d.visible(b.i0 + r), scale);
+        }
+        narrow_rows(d, l, b, dp, p16, extent);  // dS in bf16
+        if (dq != nullptr) {  // dQ = dS K
+          block_times_keys(d, l, b, p16, kp, o);
+          narrow_into(o, b.rows(), d.dh, dq + at + b.i0 * ld, ld);
+        }
+        if (dk != nullptr) {  // dK += dS^T Q
+          isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
+          isa::pack_row_pairs(bits(q + at + b.i0 * ld), ld, b.rows(), d.dh, y_pairs, 2 * d.dh);
+          keys_accumulate(l, b, a_pairs, y_pairs, dk_acc);
+        }
+      }
+      if (dk != nullptr) narrow_into(dk_acc, d.t, d.dh, dk + at, ld);
+      if (dv != nullptr) narrow_into(dv_acc, d.t, d.dh, dv + at, ld);
+    }
+  });
+}
+
+}  // namespace mixp::ops::attention

@@ -1,0 +1,210 @@
+// The bf16 pair products and packings (kernels/pair_gemm.h): the AVX-512 BF16 versions against
+// the scalar ones, and both against sums in double.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/pair_gemm.h"
+#include "mixp/cpu.h"
+#include "mixp/float_types.h"
+#include "mixp/random.h"
+#include "support/tolerance.h"
+
+namespace mixp {
+namespace {
+
+uint16_t bf16_bits(double x) { return bfloat16(float(x)).bits; }
+double widen(uint16_t bits) { return double(float(bfloat16::from_bits(bits))); }
+
+void require_bf16_units() {
+  if (best_isa() < Isa::avx512_bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+}
+
+// Small integers (|x| <= 8) multiply and add exactly in fp32, so any order gives the same bits;
+// values in [0.5, 2] sum without cancellation, so fp32's error stays relative to the sum.
+std::vector<uint16_t> random_bf16(size_t n, Philox& rng, bool integers) {
+  std::vector<uint16_t> x(n);
+  for (uint16_t& v : x) {
+    v = integers ? bf16_bits(double(int(rng.next_u32() % 17) - 8))
+                 : bf16_bits(0.5 + 1.5 * rng.uniform());
+  }
+  return x;
+}
+
+struct Problem {
+  int64_t m, n, pairs;
+  bool transposed_a, accumulate;
+  int64_t row_limit, pair_limit;
+};
+
+// Runs one product on fresh operands with the given kernel; C starts as `start` everywhere, so
+// that the cells a causal limit leaves alone can be seen.
+struct Operands {
+  std::vector<uint16_t> a, b;
+  int64_t a_row, a_pair, ldb, ldc;
+};
+
+Operands make_operands(const Problem& p, Philox& rng, bool integers) {
+  Operands o;
+  o.ldb = 2 * p.n + 32;  // padded, to catch reads of the wrong row
+  o.ldc = p.n + 16;
+  if (p.transposed_a) {  // word (m, pair) at pair * (m + 3) + m
+    o.a_row = 1;
+    o.a_pair = p.m + 3;
+  } else {
+    o.a_row = p.pairs + 1;
+    o.a_pair = 1;
+  }
+  const int64_t words = (p.m - 1) * o.a_row + (p.pairs - 1) * o.a_pair + 1;
+  o.a = random_bf16(size_t(2 * words), rng, integers);
+  o.b = random_bf16(size_t(p.pairs * o.ldb), rng, integers);
+  return o;
+}
+
+std::vector<float> run(kernels::PairGemmFn kernel, const Problem& p, const Operands& o,
+                       float start) {
+  std::vector<float> c(size_t(p.m * o.ldc), start);
+  kernels::PairGemm g;
+  g.a = reinterpret_cast<const uint32_t*>(o.a.data());
+  g.a_row = o.a_row;
+  g.a_pair = o.a_pair;
+  g.b = o.b.data();
+  g.ldb = o.ldb;
+  g.c = c.data();
+  g.ldc = o.ldc;
+  g.m = p.m;
+  g.n = p.n;
+  g.pairs = p.pairs;
+  g.accumulate = p.accumulate;
+  g.row_limit = p.row_limit;
+  g.pair_limit = p.pair_limit;
+  kernel(g);
+  return c;
+}
+
+// What the tile of 6 rows holding row i computes: the columns and pairs below its limits.
+int64_t tile_end(const Problem& p, int64_t i) {
+  const int64_t first = i / 6 * 6;
+  return first + std::min<int64_t>(6, p.m - first);
+}
+int64_t columns_of(const Problem& p, int64_t i) {
+  if (p.row_limit < 0) return p.n;
+  return std::min(p.n, (p.row_limit + tile_end(p, i) + 15) / 16 * 16);
+}
+int64_t pairs_of(const Problem& p, int64_t i) {
+  if (p.pair_limit < 0) return p.pairs;
+  return std::min(p.pairs, (p.pair_limit + tile_end(p, i) + 1) / 2);
+}
+
+// C in double: the start value where the limits leave a cell alone.
+std::vector<double> expected(const Problem& p, const Operands& o, float start) {
+  std::vector<double> c(size_t(p.m * o.ldc), double(start));
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < columns_of(p, i); ++j) {
+      double sum = p.accumulate ? double(start) : 0.0;
+      for (int64_t q = 0; q < pairs_of(p, i); ++q) {
+        const size_t w = size_t(i * o.a_row + q * o.a_pair);
+        for (int e = 0; e < 2; ++e) {
+          sum += widen(o.a[2 * w + size_t(e)]) * widen(o.b[size_t(q * o.ldb + 2 * j + e)]);
+        }
+      }
+      c[size_t(i * o.ldc + j)] = sum;
+    }
+  }
+  return c;
+}
+
+std::vector<Problem> problems() {
+  std::vector<Problem> out;
+  for (int64_t m : {1, 5, 6, 7, 13, 64}) {
+    for (int64_t n : {16, 48, 64, 80, 256}) {
+      for (int64_t pairs : {1, 17, 32}) {
+        out.push_back({m, n, pairs, false, false, -1, -1});
+        out.push_back({m, n, pairs, true, true, -1, -1});
+      }
+      out.push_back({m, n, 32, false, false, 3, -1});   // causal columns
+      out.push_back({m, n, 40, false, true, -1, 10});   // causal pairs
+      out.push_back({m, n, 40, true, false, 0, 0});     // both, from the first row
+    }
+  }
+  return out;
+}
+
+std::string describe(const Problem& p) {
+  return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", pairs " +
+         std::to_string(p.pairs) + (p.transposed_a ? ", A transposed" : "") +
+         (p.accumulate ? ", accumulating" : "") + ", limits " + std::to_string(p.row_limit) +
+         " " + std::to_string(p.pair_limit);
+}
+
+TEST(PairGemm, IntegerProductsAreExactOnBothPaths) {
+  require_bf16_units();
+  Philox rng(PhiloxState{3, 0, 0});
+  for (const Problem& p : problems()) {
+    const Operands o = make_operands(p, rng, true);
+    const std::vector<double> want = expected(p, o, 5.0f);
+    const std::vector<float> fast = run(kernels::avx512_bf16::pair_gemm, p, o, 5.0f);
+    const std::vector<float> scalar = run(kernels::ref::pair_gemm, p, o, 5.0f);
+    for (size_t e = 0; e < want.size(); ++e) {
+      ASSERT_EQ(double(fast[e]), want[e]) << describe(p) << ", element " << e;
+      ASSERT_EQ(double(scalar[e]), want[e]) << describe(p) << ", element " << e;
+    }
+  }
+}
+
+TEST(PairGemm, RealProductsAgreeWithinFp32Accumulation) {
+  require_bf16_units();
+  Philox rng(PhiloxState{4, 0, 0});
+  for (const Problem& p : problems()) {
+    const Operands o = make_operands(p, rng, false);
+    const std::vector<double> want = expected(p, o, 0.75f);
+    const std::vector<float> fast = run(kernels::avx512_bf16::pair_gemm, p, o, 0.75f);
+    const std::vector<float> scalar = run(kernels::ref::pair_gemm, p, o, 0.75f);
+    // Each sum has 2 pairs + 1 terms (the start value when accumulating).
+    const test::Tolerance tol = test::tolerance(DType::f32, 2 * p.pairs + 1);
+    for (size_t e = 0; e < want.size(); ++e) {
+      const double bound = tol.atol + tol.rtol * std::fabs(want[e]);
+      ASSERT_LE(std::fabs(double(fast[e]) - want[e]), bound) << describe(p) << ", element " << e;
+      ASSERT_LE(std::fabs(double(scalar[e]) - want[e]), bound)
+          << describe(p) << ", element " << e;
+    }
+  }
+}
+
+TEST(PairGemm, PackingsMatchTheScalarOnesAndTheirDefinitions) {
+  require_bf16_units();
+  Philox rng(PhiloxState{6, 0, 0});
+  for (int64_t rows : {1, 2, 5, 16, 17, 37, 64}) {
+    for (int64_t cols : {2, 16, 30, 32, 34, 64, 96}) {
+      const int64_t ld = cols + 6;
+      const std::vector<uint16_t> src = random_bf16(size_t(rows * ld), rng, false);
+      // By pairs of rows: [ceil(rows / 2)][cols][2], padded rows of 2 cols + 8.
+      const int64_t row_ld = 2 * cols + 8;
+      std::vector<uint16_t> fast(size_t((rows + 1) / 2 * row_ld), 7), scalar = fast;
+      kernels::avx512_bf16::pack_row_pairs(src.data(), ld, rows, cols, fast.data(), row_ld);
+      kernels::ref::pack_row_pairs(src.data(), ld, rows, cols, scalar.data(), row_ld);
+      ASSERT_EQ(fast, scalar) << "pack_row_pairs, rows " << rows << ", cols " << cols;
+      for (int64_t r = 0; r < rows + rows % 2; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const uint16_t want = r < rows ? src[size_t(r * ld + c)] : uint16_t(0);
+          ASSERT_EQ(scalar[size_t((r / 2) * row_ld + 2 * c + r % 2)], want);
+        }
+      }
+      // By pairs of columns: [cols / 2][rows][2], padded rows of 2 rows + 4.
+      const int64_t col_ld = 2 * rows + 4;
+      std::vector<uint16_t> fast_t(size_t(cols / 2 * col_ld), 7), scalar_t = fast_t;
+      kernels::avx512_bf16::pack_column_pairs(src.data(), ld, rows, cols, fast_t.data(), col_ld);
+      kernels::ref::pack_column_pairs(src.data(), ld, rows, cols, scalar_t.data(), col_ld);
+      ASSERT_EQ(fast_t, scalar_t) << "pack_column_pairs, rows " << rows << ", cols " << cols;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_EQ(scalar_t[size_t((c / 2) * col_ld + 2 * r + c % 2)], src[size_t(r * ld + c)]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixp
