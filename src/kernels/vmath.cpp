@@ -21,6 +21,20 @@ void exp_f32(const float* x, float* y, int64_t n) {
   use_avx512() ? avx512::exp_f32(x, y, n) : ref::exp_f32(x, y, n);
 }
 
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  use_avx512() ? avx512::scale_shift_exp_f32(x, y, n, scale, shift)
+               : ref::scale_shift_exp_f32(x, y, n, scale, shift);
+}
+
+void divide_f32(float* x, int64_t n, float d) {
+  use_avx512() ? avx512::divide_f32(x, n, d) : ref::divide_f32(x, n, d);
+}
+
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale) {
+  use_avx512() ? avx512::score_grad_f32(p, dp, n, dot, scale)
+               : ref::score_grad_f32(p, dp, n, dot, scale);
+}
+
 float sum_f32(const float* x, int64_t n) {
   return use_avx512() ? avx512::sum_f32(x, n) : ref::sum_f32(x, n);
 }

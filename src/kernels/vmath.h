@@ -32,6 +32,14 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 /// y[i] = e^x[i]; y may be x.
 void exp_f32(const float* x, float* y, int64_t n);
+/// y[i] = e^(x[i] scale - shift), the product and the difference each rounded (no fused
+/// multiply-add): attention's softmax rows, in one pass. y may be x.
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+/// x[i] = x[i] / d, each a correctly rounded division (a softmax row's normalization).
+void divide_f32(float* x, int64_t n, float d);
+/// dp[i] = p[i] (dp[i] - dot) scale, rounded after each operation in that order: attention's
+/// score gradient from the probabilities p and their gradient dp.
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
 /// x[0] + ... + x[n-1] in the fixed 16-lane order above; +0 for n == 0.
 float sum_f32(const float* x, int64_t n);
 /// a[0] b[0] + ... + a[n-1] b[n-1], each product rounded, summed in sum_f32's order.
@@ -49,6 +57,9 @@ namespace ref {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+void divide_f32(float* x, int64_t n, float d);
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
 float sum_f32(const float* x, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 float max_f32(const float* x, int64_t n);
@@ -61,6 +72,9 @@ namespace avx512 {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+void divide_f32(float* x, int64_t n, float d);
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
 float sum_f32(const float* x, int64_t n);
 float dot_f32(const float* a, const float* b, int64_t n);
 float max_f32(const float* x, int64_t n);

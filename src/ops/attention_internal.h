@@ -35,10 +35,9 @@ A softmax_row(A* row, int64_t n, A scale) {
   A total = 0;
   if constexpr (std::is_same_v<A, float>) {
     m = kernels::max_f32(row, n) * scale;
-    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - m;
-    kernels::exp_f32(row, row, n);
+    kernels::scale_shift_exp_f32(row, row, n, scale, m);
     total = kernels::sum_f32(row, n);
-    for (int64_t j = 0; j < n; ++j) row[j] /= total;
+    kernels::divide_f32(row, n, total);
   } else {
     for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
     for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
@@ -51,8 +50,7 @@ A softmax_row(A* row, int64_t n, A scale) {
 template <typename A>
 void probabilities_row(A* row, int64_t n, A scale, A lse) {
   if constexpr (std::is_same_v<A, float>) {
-    for (int64_t j = 0; j < n; ++j) row[j] = row[j] * scale - lse;
-    kernels::exp_f32(row, row, n);
+    kernels::scale_shift_exp_f32(row, row, n, scale, lse);
   } else {
     for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse);
   }
@@ -61,13 +59,13 @@ void probabilities_row(A* row, int64_t n, A scale, A lse) {
 // The first n entries of dP become dS = P (dP - rowsum(P dP)) scale in place.
 template <typename A>
 void score_grad_row(const A* p, A* dp, int64_t n, A scale) {
-  A dot = 0;
   if constexpr (std::is_same_v<A, float>) {
-    dot = kernels::dot_f32(p, dp, n);
+    kernels::score_grad_f32(p, dp, n, kernels::dot_f32(p, dp, n), scale);
   } else {
+    A dot = 0;
     for (int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
+    for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
   }
-  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot) * scale;
 }
 
 /// Where one operand's rows are: row i of (batch, head) pair p starts at element
@@ -76,7 +74,9 @@ void score_grad_row(const A* p, A* dp, int64_t n, A scale) {
 /// strided, so that multi_head_attention reads and writes them in place.
 struct HeadRows {
   int64_t heads = 1, batch_stride = 0, head_stride = 0, row_stride = 0;
-  int64_t at(int64_t pair) const { return pair / heads * batch_stride + pair % heads * head_stride; }
+  int64_t at(int64_t pair) const {
+    return pair / heads * batch_stride + pair % heads * head_stride;
+  }
   static HeadRows dense(const Dims& d) { return HeadRows{1, d.t * d.dh, 0, d.dh}; }
 };
 

@@ -57,8 +57,8 @@ Tensor multi_head_attention(const Tensor& qkv_in, int64_t heads, bool causal) {
              ": the input must be [B, T, 3C] with every size at least 1, got ",
              qkv_in.shape().to_string());
   const int64_t c = qkv_in.size(2) / 3;
-  MIXP_CHECK(heads >= 1 && c % heads == 0, op, ": ", heads, " heads do not divide the width C = ",
-             c, " of input ", qkv_in.shape().to_string());
+  MIXP_CHECK(heads >= 1 && c % heads == 0, op, ": ", heads,
+             " heads do not divide the width C = ", c, " of input ", qkv_in.shape().to_string());
   // FP8 recipes quantize the attention's own inputs: the composition keeps their path.
   if (amp::fp8_active() != nullptr) return composed(qkv_in, heads, causal);
   const auto cast = amp::autocast_inputs(OpKind::multi_head_attention, {&qkv_in});

@@ -55,7 +55,7 @@ struct Layout {
   int64_t width;   // the row length of the score-shaped buffers, T rounded up to 32
   explicit Layout(const Dims& d)
       : t(d.t), dh(d.dh), keys16(round_up(d.t, 16)), width(round_up(d.t, 32)) {}
-  int64_t transposed_size() const { return dh / 2 * 2 * keys16; }  // [Dh/2][keys16][2]
+  int64_t transposed_size() const { return dh / 2 * 2 * keys16; }           // [Dh/2][keys16][2]
   int64_t rows_size(int64_t rows) const { return round_up(rows, 2) * dh; }  // [rows/2][Dh][2]
 };
 
@@ -135,8 +135,8 @@ void keys_accumulate(const Layout& l, const Block& b, const uint16_t* a_pairs,
 }
 
 // Row r of `rows` rounded to bf16 for its visible keys, zeros after them up to `extent`.
-void narrow_rows(const Dims& d, const Layout& l, const Block& b, const float* rows,
-                 uint16_t* out, int64_t extent) {
+void narrow_rows(const Dims& d, const Layout& l, const Block& b, const float* rows, uint16_t* out,
+                 int64_t extent) {
   for (int64_t r = 0; r < b.rows(); ++r) {
     const int64_t n = d.visible(b.i0 + r);
     narrow(rows + r * l.width, n, out + r * l.width);
@@ -192,8 +192,8 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
         }
         narrow_rows(d, l, b, s, p16, round_up(b.keys, 2));
         block_times_keys(d, l, b, p16, vp, o);
-        narrow_into(o, b.rows(), d.dh,
-                    out + out_rows.at(pair) + b.i0 * out_rows.row_stride, out_rows.row_stride);
+        narrow_into(o, b.rows(), d.dh, out + out_rows.at(pair) + b.i0 * out_rows.row_stride,
+                    out_rows.row_stride);
       }
     }
   });
@@ -247,7 +247,7 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
           score_grad_row<float>(s + r * l.width, dp + r * l.width, d.visible(b.i0 + r), scale);
         }
         narrow_rows(d, l, b, dp, p16, extent);  // dS in bf16
-        if (dq != nullptr) {  // dQ = dS K
+        if (dq != nullptr) {                    // dQ = dS K
           block_times_keys(d, l, b, p16, kp, o);
           narrow_into(o, b.rows(), d.dh, dq + at + b.i0 * ld, ld);
         }

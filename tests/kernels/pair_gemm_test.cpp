@@ -123,9 +123,9 @@ std::vector<Problem> problems() {
         out.push_back({m, n, pairs, false, false, -1, -1});
         out.push_back({m, n, pairs, true, true, -1, -1});
       }
-      out.push_back({m, n, 32, false, false, 3, -1});   // causal columns
-      out.push_back({m, n, 40, false, true, -1, 10});   // causal pairs
-      out.push_back({m, n, 40, true, false, 0, 0});     // both, from the first row
+      out.push_back({m, n, 32, false, false, 3, -1});  // causal columns
+      out.push_back({m, n, 40, false, true, -1, 10});  // causal pairs
+      out.push_back({m, n, 40, true, false, 0, 0});    // both, from the first row
     }
   }
   return out;
@@ -134,8 +134,8 @@ std::vector<Problem> problems() {
 std::string describe(const Problem& p) {
   return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", pairs " +
          std::to_string(p.pairs) + (p.transposed_a ? ", A transposed" : "") +
-         (p.accumulate ? ", accumulating" : "") + ", limits " + std::to_string(p.row_limit) +
-         " " + std::to_string(p.pair_limit);
+         (p.accumulate ? ", accumulating" : "") + ", limits " + std::to_string(p.row_limit) + " " +
+         std::to_string(p.pair_limit);
 }
 
 TEST(PairGemm, IntegerProductsAreExactOnBothPaths) {
@@ -166,8 +166,7 @@ TEST(PairGemm, RealProductsAgreeWithinFp32Accumulation) {
     for (size_t e = 0; e < want.size(); ++e) {
       const double bound = tol.atol + tol.rtol * std::fabs(want[e]);
       ASSERT_LE(std::fabs(double(fast[e]) - want[e]), bound) << describe(p) << ", element " << e;
-      ASSERT_LE(std::fabs(double(scalar[e]) - want[e]), bound)
-          << describe(p) << ", element " << e;
+      ASSERT_LE(std::fabs(double(scalar[e]) - want[e]), bound) << describe(p) << ", element " << e;
     }
   }
 }

@@ -60,10 +60,62 @@ void gelu_backward_of_ones_ref(const float* x, float* dx, int64_t n) {
   kernels::ref::gelu_tanh_backward_f32(g.data(), x, dx, n);
 }
 
+// Attention's row kernels with fixed scalars, in the shape of the others (y from x).
+constexpr float kScale = 0.125f, kShift = 1.5f, kDivisor = 3.7f, kDot = 0.3f;
+void scale_shift_exp(const float* x, float* y, int64_t n) {
+  kernels::scale_shift_exp_f32(x, y, n, kScale, kShift);
+}
+void scale_shift_exp_ref(const float* x, float* y, int64_t n) {
+  kernels::ref::scale_shift_exp_f32(x, y, n, kScale, kShift);
+}
+void divide(const float* x, float* y, int64_t n) {
+  std::memcpy(y, x, size_t(n) * sizeof(float));
+  kernels::divide_f32(y, n, kDivisor);
+}
+void divide_ref(const float* x, float* y, int64_t n) {
+  std::memcpy(y, x, size_t(n) * sizeof(float));
+  kernels::ref::divide_f32(y, n, kDivisor);
+}
+// p = x and dp = x - 1 (elementwise, so that any part of a sweep gives that part's result).
+void score_grad(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - 1.0f;
+  kernels::score_grad_f32(x, y, n, kDot, kScale);
+}
+void score_grad_ref(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - 1.0f;
+  kernels::ref::score_grad_f32(x, y, n, kDot, kScale);
+}
+
 TEST(Vmath, EveryIsaGivesTheScalarBits) {
+  expect_same_bits_on_every_isa(scale_shift_exp, scale_shift_exp_ref);
+  expect_same_bits_on_every_isa(divide, divide_ref);
+  expect_same_bits_on_every_isa(score_grad, score_grad_ref);
   expect_same_bits_on_every_isa(kernels::exp_f32, kernels::ref::exp_f32);
   expect_same_bits_on_every_isa(kernels::gelu_tanh_f32, kernels::ref::gelu_tanh_f32);
   expect_same_bits_on_every_isa(gelu_backward_of_ones, gelu_backward_of_ones_ref);
+}
+
+// The row kernels are their formulas rounded after each operation: the two passes they replace.
+TEST(Vmath, AttentionRowKernelsRoundAfterEachOperation) {
+  const std::vector<float> x = inputs();
+  const int64_t n = int64_t(x.size());
+  std::vector<float> got(x.size()), want(x.size());
+  std::vector<float> t(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float scaled = x[i] * kScale;
+    t[i] = scaled - kShift;
+  }
+  kernels::ref::exp_f32(t.data(), want.data(), n);
+  scale_shift_exp(x.data(), got.data(), n);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), x.size() * sizeof(float)), 0);
+  divide(x.data(), got.data(), n);
+  score_grad(x.data(), t.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float quotient = x[i] / kDivisor;
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(quotient)) << x[i];
+    const float dp = x[i] - 1.0f, weighted = x[i] * (dp - kDot), grad = weighted * kScale;
+    ASSERT_EQ(std::bit_cast<uint32_t>(t[i]), std::bit_cast<uint32_t>(grad)) << x[i];
+  }
 }
 
 // |got - want| within tolerance(f32) for every input whose double result is finite; the

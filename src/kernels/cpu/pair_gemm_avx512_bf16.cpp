@@ -55,7 +55,8 @@ TileFn tile_for(int mr, int nr) {
   }
 }
 
-// idx for _mm512_permutex2var_epi16(x0, idx, x1): pairs (x0[t], x1[t]) for t in [first, first + 16).
+// idx for _mm512_permutex2var_epi16(x0, idx, x1): pairs (x0[t], x1[t]) for t in [first, first +
+// 16).
 __m512i interleave_index(int first) {
   alignas(64) uint16_t idx[32];
   for (int t = 0; t < 16; ++t) {
@@ -157,7 +158,8 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
                       : _mm512_setzero_si512();
       }
       transpose16(x);
-      for (int i = 0; i < nw; ++i) _mm512_mask_storeu_epi32(dst + (w + i) * dst_ld + 2 * r, row_mask, x[i]);
+      for (int i = 0; i < nw; ++i)
+        _mm512_mask_storeu_epi32(dst + (w + i) * dst_ld + 2 * r, row_mask, x[i]);
     }
   }
 }

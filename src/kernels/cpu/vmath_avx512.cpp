@@ -128,6 +128,46 @@ void exp_f32(const float* x, float* y, int64_t n) {
   }
 }
 
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  const __m512 s = _mm512_set1_ps(scale), b = _mm512_set1_ps(shift);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), s), b);
+    _mm512_storeu_ps(y + i, exp16(t));
+  }
+  if (i < n) {
+    const __mmask16 tail = tail_mask(n - i);
+    const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), s), b);
+    _mm512_mask_storeu_ps(y + i, tail, exp16(t));
+  }
+}
+
+void divide_f32(float* x, int64_t n, float d) {
+  const __m512 v = _mm512_set1_ps(d);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_div_ps(_mm512_loadu_ps(x + i), v));
+  if (i < n) {
+    const __mmask16 tail = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, tail, _mm512_div_ps(_mm512_maskz_loadu_ps(tail, x + i), v));
+  }
+}
+
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale) {
+  const __m512 d = _mm512_set1_ps(dot), s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 w =
+        _mm512_mul_ps(_mm512_loadu_ps(p + i), _mm512_sub_ps(_mm512_loadu_ps(dp + i), d));
+    _mm512_storeu_ps(dp + i, _mm512_mul_ps(w, s));
+  }
+  if (i < n) {
+    const __mmask16 tail = tail_mask(n - i);
+    const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, p + i),
+                                   _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, dp + i), d));
+    _mm512_mask_storeu_ps(dp + i, tail, _mm512_mul_ps(w, s));
+  }
+}
+
 void gelu_tanh_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {

@@ -90,6 +90,24 @@ void exp_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp1(x[i]);
 }
 
+void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float scaled = x[i] * scale;
+    y[i] = exp1(scaled - shift);
+  }
+}
+
+void divide_f32(float* x, int64_t n, float d) {
+  for (int64_t i = 0; i < n; ++i) x[i] /= d;
+}
+
+void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float weighted = p[i] * (dp[i] - dot);
+    dp[i] = weighted * scale;
+  }
+}
+
 void gelu_tanh_f32(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float x2, e;
