@@ -16,7 +16,9 @@
 // only the columns j < row_limit + r + 1 (the tile of rows [i, i + 6) computes the columns below
 // row_limit + i + 6, rounded up to 16; others are left as they were). With pair_limit >= 0 row
 // r needs only the reduction terms k < pair_limit + r + 1; the terms beyond it, up to the
-// tile's rounded limit, must be zeros in A.
+// tile's rounded limit, must be zeros in A. With first_term >= 0 row r needs only the terms
+// k >= r - first_term (the tile of rows from i starts at pair (i - first_term) / 2, rounded
+// down); the terms before it in that pair must be zeros in A.
 //
 // Accumulation is fp32 with vdpbf16ps's rounding: each product of two bf16 is exact in fp32,
 // and it flushes subnormal inputs and partial sums to zero (docs/formats.md). The scalar
@@ -43,7 +45,7 @@ struct PairGemm {
   int64_t ldc = 0;
   int64_t m = 0, n = 0, pairs = 0;
   bool accumulate = false;  // C += A B instead of C = A B
-  int64_t row_limit = -1, pair_limit = -1;
+  int64_t row_limit = -1, pair_limit = -1, first_term = -1;
 };
 
 /// dst[(r / 2) * dst_ld + 2 c + r % 2] = src[r * ld + c] for r < rows, c < cols; an odd last row

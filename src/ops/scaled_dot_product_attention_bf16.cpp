@@ -116,8 +116,8 @@ void block_times_keys(const Dims& d, const Layout& l, const Block& b, const uint
 }
 
 // acc[j][:] += sum_r a[r][j] y[r][:] for the block's keys j: a (P or dS) packed by pairs of
-// rows, y (dO or q) likewise.
-void keys_accumulate(const Layout& l, const Block& b, const uint16_t* a_pairs,
+// rows, y (dO or q) likewise. Causal: key j is seen by the rows from j - i0 on.
+void keys_accumulate(const Dims& d, const Layout& l, const Block& b, const uint16_t* a_pairs,
                      const uint16_t* y_pairs, float* acc) {
   kernels::PairGemm g;
   g.a = words(a_pairs);
@@ -131,6 +131,7 @@ void keys_accumulate(const Layout& l, const Block& b, const uint16_t* a_pairs,
   g.n = l.dh;
   g.pairs = (b.rows() + 1) / 2;
   g.accumulate = true;
+  g.first_term = d.causal ? b.i0 : -1;
   isa::pair_gemm(g);
 }
 
@@ -239,7 +240,7 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
           narrow_rows(d, l, b, s, p16, extent);
           isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
           isa::pack_row_pairs(bits(gp + b.i0 * g_ld), g_ld, b.rows(), d.dh, y_pairs, 2 * d.dh);
-          keys_accumulate(l, b, a_pairs, y_pairs, dv_acc);
+          keys_accumulate(d, l, b, a_pairs, y_pairs, dv_acc);
         }
         if (!scores_grad) continue;
         block_scores(d, l, b, gp, g_ld, vt, dp);  // dP = dO V^T
@@ -254,7 +255,7 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
         if (dk != nullptr) {  // dK += dS^T Q
           isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
           isa::pack_row_pairs(bits(q + at + b.i0 * ld), ld, b.rows(), d.dh, y_pairs, 2 * d.dh);
-          keys_accumulate(l, b, a_pairs, y_pairs, dk_acc);
+          keys_accumulate(d, l, b, a_pairs, y_pairs, dk_acc);
         }
       }
       if (dk != nullptr) narrow_into(dk_acc, d.t, d.dh, dk + at, ld);

@@ -11,7 +11,7 @@ namespace mixp::kernels::avx512_bf16 {
 namespace {
 
 template <int MR, int NR>
-void tile(const PairGemm& g, int64_t i, int64_t j, int64_t pairs) {
+void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs) {
   __m512 acc[MR][NR];
   float* c = g.c + i * g.ldc + j;
   for (int r = 0; r < MR; ++r) {
@@ -21,7 +21,7 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t pairs) {
   }
   const uint32_t* a = g.a + i * g.a_row;
   const uint16_t* b = g.b + 2 * j;
-  for (int64_t p = 0; p < pairs; ++p) {
+  for (int64_t p = first; p < pairs; ++p) {
     __m512bh bv[NR];
     for (int q = 0; q < NR; ++q) {
       bv[q] = (__m512bh)_mm512_loadu_si512(b + p * g.ldb + 32 * q);
@@ -37,7 +37,7 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t pairs) {
   }
 }
 
-using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t);
+using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t, int64_t);
 
 template <int MR>
 constexpr TileFn tile_for(int nr) {
@@ -112,9 +112,10 @@ void pair_gemm(const PairGemm& g) {
       const int64_t need = (g.pair_limit + i + mr + 1) / 2;
       if (need < pairs) pairs = need;
     }
+    const int64_t first = g.first_term >= 0 && i > g.first_term ? (i - g.first_term) / 2 : 0;
     for (int64_t j = 0; j < n_end; j += 64) {
       const int64_t nr = (n_end - j) / 16 < 4 ? (n_end - j) / 16 : 4;
-      tile_for(int(mr), int(nr))(g, i, j, pairs);
+      tile_for(int(mr), int(nr))(g, i, j, first, pairs);
     }
   }
 }

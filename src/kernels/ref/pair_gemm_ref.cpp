@@ -31,9 +31,12 @@ void pair_gemm(const PairGemm& g) {
       const int64_t need = (g.pair_limit + tile_last + 1) / 2;
       if (need < pairs) pairs = need;
     }
+    const int64_t tile_first = i / 6 * 6;
+    const int64_t first =
+        g.first_term >= 0 && tile_first > g.first_term ? (tile_first - g.first_term) / 2 : 0;
     for (int64_t j = 0; j < n_end; ++j) {
       float sum = g.accumulate ? g.c[i * g.ldc + j] : 0.0f;
-      for (int64_t p = 0; p < pairs; ++p) {
+      for (int64_t p = first; p < pairs; ++p) {
         const uint32_t word = g.a[i * g.a_row + p * g.a_pair];
         const uint16_t* b = g.b + p * g.ldb + 2 * j;
         sum += widen(uint16_t(word & 0xffff)) * widen(b[0]);
