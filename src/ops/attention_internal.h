@@ -85,7 +85,7 @@ struct HeadRows {
 bool tiled_bf16_applies(const Dims& d);
 
 /// q, k, v (rows as `in` says) bf16 -> out (rows as `out_rows` says) bf16 and lse [BH, T] fp32,
-/// as the oneDNN path computes them (P rounded once to bf16 for P V), in tiles of 64 query rows
+/// as the oneDNN path computes them (P rounded once to bf16 for P V), in blocks of 128 query rows
 /// per (batch, head) pair. Causal tiles skip the keys their rows never see. Row strides must be
 /// even.
 void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,

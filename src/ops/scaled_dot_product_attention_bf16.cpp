@@ -3,7 +3,7 @@
 // or not, and passes [32, T, T] fp32 matrices through memory between its products and the
 // softmax; here each (batch, head) pair is one task that keeps its operands in cache:
 // - K and V are packed once per pair into the pair layouts of kernels/pair_gemm.h;
-// - the queries go in blocks of 64 rows, whose scores (64 x T fp32) stay in L2 from the product
+// - the queries go in blocks of 128 rows, whose scores (128 x T fp32) stay in L2 from the product
 //   through the softmax to P V;
 // - causal blocks compute only the keys below their last row (rounded up to 16, per tile of 6
 //   rows), about half of the T x T products.
@@ -24,7 +24,7 @@ namespace {
 
 namespace isa = kernels::avx512_bf16;
 
-constexpr int64_t kBlockRows = 64;
+constexpr int64_t kBlockRows = 128;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 

@@ -422,20 +422,20 @@ TEST(Attention, Bf16ProductsSeeRoundedProbabilities) {
 
 // ---- multi_head_attention ----
 
-// qkv [2, 70, 192]: 2 heads of 32 (the tiled path on AVX-512 BF16), two blocks of query rows.
+// qkv [2, 140, 192]: 2 heads of 32 (the tiled path on AVX-512 BF16), two blocks of query rows.
 TEST(MultiHeadAttention, GivesTheBitsOfTheComposedOps) {
   Philox rng(PhiloxState{41, 0, 0});
-  const Shape s{2, 70, 192};
+  const Shape s{2, 140, 192};
   for (bool causal : {true, false}) {
     const Tensor x = randn(s, rng, 1.0, DType::bf16);
-    const Tensor g = randn({2, 70, 64}, rng, 1.0, DType::bf16);
+    const Tensor g = randn({2, 140, 64}, rng, 1.0, DType::bf16);
     Tensor a = x.clone().set_requires_grad(true), b = x.clone().set_requires_grad(true);
     const Tensor fused = ops::multi_head_attention(a, 2, causal);
     const std::vector<Tensor> heads = ops::split_heads(b, 2);
     const Tensor composed =
         ops::permute(ops::scaled_dot_product_attention(heads[0], heads[1], heads[2], causal),
                      {0, 2, 1, 3})
-            .reshape({2, 70, 64});
+            .reshape({2, 140, 64});
     ASSERT_EQ(fused.dtype(), DType::bf16);
     EXPECT_EQ(fused.to_vector(), composed.to_vector()) << "causal " << causal;
     fused.backward(g);

@@ -333,7 +333,7 @@ std::vector<OpCase> all_op_cases() {
                    256 * 2,
                    false});
   // Head sizes that are multiples of 16 take the tiled bf16 path on AVX-512 BF16: one block of
-  // an odd number of query rows, and three blocks of 64 rows with a tail of 2, causal or not.
+  // an odd number of query rows, and a block of 128 rows with one of 2, causal or not.
   for (const Shape& tiled : {Shape{1, 2, 37, 32}, Shape{1, 2, 130, 64}}) {
     for (bool causal : {true, false}) {
       cases.push_back(
