@@ -10,13 +10,17 @@
 // The numerics are the oneDNN path's: fp32 scores, the same row functions, P (and in backward
 // dS) rounded once to bf16 for the products, each product accumulated in fp32 and rounded once.
 // Only the order of each product's fp32 sums differs.
+#include <omp.h>
+
 #include <algorithm>
-#include <vector>
+#include <type_traits>
 
 #include "kernels/convert_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/pair_gemm.h"
 #include "mixp/cpu.h"
+#include "mixp/runtime.h"
+#include "mixp/tensor.h"
 #include "ops/attention_internal.h"
 
 namespace mixp::ops::attention {
@@ -145,22 +149,55 @@ void narrow_rows(const Dims& d, const Layout& l, const Block& b, const float* ro
   }
 }
 
-// One thread's buffers, kept between calls (they only grow).
+// One thread's buffers, carved from one workspace tensor per call (so that the memory report
+// counts them: about 0.7 MiB a thread for gpt's T = 256), each 64-byte aligned.
 struct Scratch {
-  std::vector<uint16_t> k_transposed, v_transposed, k_pairs, v_pairs, p16, a_pairs, y_pairs;
-  std::vector<float> s, dp, o, dk, dv;
+  uint16_t *k_transposed, *v_transposed, *k_pairs, *v_pairs, *p16, *a_pairs, *y_pairs;
+  float *s, *dp, *o, *dk, *dv;
 };
 
-Scratch& thread_scratch() {
-  thread_local Scratch scratch;
-  return scratch;
-}
+class ScratchSpace {
+ public:
+  explicit ScratchSpace(const Dims& d) {
+    const Layout l(d);
+    Scratch none{};
+    per_thread_ = carve(l, nullptr, none);
+    space_ = empty(Shape{num_threads(), per_thread_}, DType::u8, MemoryTag::workspace);
+  }
+  // The calling thread's buffers (inside kernels::parallel_for, or outside it on thread 0).
+  Scratch for_this_thread(const Dims& d) {
+    Scratch out{};
+    carve(Layout(d), space_.data<uint8_t>() + int64_t(omp_get_thread_num()) * per_thread_, out);
+    return out;
+  }
 
-template <typename T>
-T* sized(std::vector<T>& v, int64_t n) {
-  if (v.size() < size_t(n)) v.resize(size_t(n));
-  return v.data();
-}
+ private:
+  // Lays the buffers out from `base` (sizes only when base is null); returns the bytes used.
+  static int64_t carve(const Layout& l, uint8_t* base, Scratch& out) {
+    int64_t used = 0;
+    auto take = [&](auto*& p, int64_t elements) {
+      using T = std::remove_reference_t<decltype(*p)>;
+      p = base == nullptr ? nullptr : reinterpret_cast<T*>(base + used);
+      used += round_up(elements * int64_t(sizeof(T)), 64);
+    };
+    take(out.k_transposed, l.transposed_size());
+    take(out.v_transposed, l.transposed_size());
+    take(out.k_pairs, l.rows_size(l.t));
+    take(out.v_pairs, l.rows_size(l.t));
+    take(out.p16, kBlockRows * l.width);
+    take(out.a_pairs, kBlockRows * l.width);
+    take(out.y_pairs, l.rows_size(kBlockRows));
+    take(out.s, kBlockRows * l.width);
+    take(out.dp, kBlockRows * l.width);
+    take(out.o, kBlockRows * l.dh);
+    take(out.dk, l.t * l.dh);
+    take(out.dv, l.t * l.dh);
+    return used;
+  }
+
+  int64_t per_thread_ = 0;
+  Tensor space_;
+};
 
 }  // namespace
 
@@ -173,13 +210,11 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
   const Layout l(d);
   const float scale = inverse_sqrt_head_size<float>(d);
   const int64_t ld = in.row_stride;
+  ScratchSpace space(d);
   kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
-    Scratch& m = thread_scratch();
-    uint16_t* kt = sized(m.k_transposed, l.transposed_size());
-    uint16_t* vp = sized(m.v_pairs, l.rows_size(d.t));
-    float* s = sized(m.s, kBlockRows * l.width);
-    uint16_t* p16 = sized(m.p16, kBlockRows * l.width);
-    float* o = sized(m.o, kBlockRows * l.dh);
+    const Scratch m = space.for_this_thread(d);
+    uint16_t *kt = m.k_transposed, *vp = m.v_pairs, *p16 = m.p16;
+    float *s = m.s, *o = m.o;
     for (int64_t pair = begin; pair < end; ++pair) {
       const int64_t at = in.at(pair);
       pack_transposed(l, k + at, ld, kt);
@@ -207,19 +242,12 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
   const float scale = inverse_sqrt_head_size<float>(d);
   const bool scores_grad = dq != nullptr || dk != nullptr;
   const int64_t ld = in.row_stride, g_ld = g_rows.row_stride;
+  ScratchSpace space(d);
   kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
-    Scratch& m = thread_scratch();
-    uint16_t* kt = sized(m.k_transposed, l.transposed_size());
-    uint16_t* vt = sized(m.v_transposed, l.transposed_size());
-    uint16_t* kp = sized(m.k_pairs, l.rows_size(d.t));
-    float* s = sized(m.s, kBlockRows * l.width);
-    float* dp = sized(m.dp, kBlockRows * l.width);
-    uint16_t* p16 = sized(m.p16, kBlockRows * l.width);
-    uint16_t* a_pairs = sized(m.a_pairs, kBlockRows * l.width);
-    uint16_t* y_pairs = sized(m.y_pairs, l.rows_size(kBlockRows));
-    float* o = sized(m.o, kBlockRows * l.dh);
-    float* dk_acc = sized(m.dk, d.t * d.dh);
-    float* dv_acc = sized(m.dv, d.t * d.dh);
+    const Scratch m = space.for_this_thread(d);
+    uint16_t *kt = m.k_transposed, *vt = m.v_transposed, *kp = m.k_pairs, *p16 = m.p16;
+    uint16_t *a_pairs = m.a_pairs, *y_pairs = m.y_pairs;
+    float *s = m.s, *dp = m.dp, *o = m.o, *dk_acc = m.dk, *dv_acc = m.dv;
     for (int64_t pair = begin; pair < end; ++pair) {
       const int64_t at = in.at(pair);
       const bfloat16* gp = g + g_rows.at(pair);
