@@ -12,10 +12,14 @@ from collections import defaultdict
 
 def main(path):
     runs = defaultdict(dict)  # round -> (framework, model, precision) -> result
+    round_peaks = {}  # round -> `mixp bench peak`'s line, measured just before its gpt runs
     for line in open(path):
         if not line.strip():
             continue
         rec = json.loads(line)
+        if "peak" in rec:
+            round_peaks[rec["round"]] = rec["peak"]
+            continue
         res = rec["result"]
         fw = "mixp" if res["framework"] == "mixp" else "torch"
         runs[rec["round"]][(fw, res["model"], res["precision"])] = res
@@ -61,6 +65,21 @@ def main(path):
     value("gpt amp-bf16 PyTorch, % of bf16 peak", ("torch", "gpt", "amp-bf16"), "pct_of_peak")
     value("gpt fp32 mixp, % of fp32 peak", ("mixp", "gpt", "fp32"), "pct_of_peak")
     value("gpt fp32 PyTorch, % of fp32 peak", ("torch", "gpt", "fp32"), "pct_of_peak")
+    # The same against the peak measured in each run's round: the machine's speed drifts within
+    # minutes, and a peak measured next to the run moves with it.
+    if round_peaks:
+        print("percent of the peak measured in the same round, just before its gpt runs:")
+        for name, key, dtype in (("gpt amp-bf16 mixp, % of round's bf16 peak", ("mixp", "gpt", "amp-bf16"), "bf16"),
+                                 ("gpt amp-bf16 PyTorch, % of round's bf16 peak", ("torch", "gpt", "amp-bf16"), "bf16"),
+                                 ("gpt fp32 mixp, % of round's fp32 peak", ("mixp", "gpt", "fp32"), "f32")):
+            values = [100.0 * r[key]["gflops"] / round_peaks[n]["%s_gflops" % dtype]
+                      for n, r in sorted(runs.items()) if key in r and n in round_peaks]
+            if not values:
+                continue
+            med = statistics.median(values)
+            peaks_used = ", ".join("%.0f" % round_peaks[n]["%s_gflops" % dtype] for n in sorted(round_peaks))
+            t = ("  target >= 65: %s" % ("met" if med >= 65 else "NOT met")) if dtype == "bf16" and key[0] == "mixp" else ""
+            print("%-46s %6.1f  (rounds %s; peaks %s)%s" % (name, med, ", ".join("%.1f" % v for v in values), peaks_used, t))
     print("memory (mixp's accounting by tag):")
     bf16, fp32, amp = ("mixp", "gpt", "bf16"), ("mixp", "gpt", "fp32"), ("mixp", "gpt", "amp-bf16")
     for r in runs.values():

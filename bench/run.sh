@@ -7,7 +7,9 @@
 #   bench/run.sh [ROUNDS]        default 3; MIXP=path/to/mixp, OUT=results.jsonl
 #   GPT_STEPS=5 SMALL_STEPS=20   timed steps per run (after 2 and 5 warm-up steps)
 #   PEAK_F32=G PEAK_BF16=G       the peaks for percent of peak, instead of measuring them now
-#                                (on a busy machine the measured peak falls short)
+#                                (on a busy machine the measured peak falls short); the peak is
+#                                also measured in every round, just before its gpt runs, and
+#                                ratios.py gives the gpt percentages against that one too
 #
 # Needs a release build (cmake --build --preset release) and, for the PyTorch side, Debian's
 # python3-torch, libjemalloc2 and libopenblas0-openmp (apt-get install them; optional, not in CI).
@@ -37,6 +39,9 @@ echo "peaks used: f32 $f32_peak, bf16 $bf16_peak GFLOP/s" >&2
 for ((r = 1; r <= rounds; ++r)); do
   for model in mlp cnn gpt; do
     if [ "$model" = gpt ]; then steps=$gpt_steps warmup=2; else steps=$small_steps warmup=5; fi
+    if [ "$model" = gpt ]; then  # the peak next to the gpt runs, for ratios.py's round-peak figure
+      echo "{\"round\": $r, \"peak\": $("$mixp" bench peak | tail -1)}" >> "$out"
+    fi
     for precision in fp32 amp-bf16; do
       if [ "$precision" = fp32 ]; then p=$f32_peak; else p=$bf16_peak; fi
       common=(--model "$model" --precision "$precision" --steps "$steps" --warmup "$warmup" --peak-gflops "$p")
