@@ -1,7 +1,7 @@
 // scaled_dot_product_attention's tiled bf16 path (see attention_internal.h and the op's file for
-// the math). The oneDNN path computes a chunk's scores for all 256 keys of every query, causal
-// or not, and passes [32, T, T] fp32 matrices through memory between its products and the
-// softmax; here each (batch, head) pair is one task that keeps its operands in cache:
+// the math). The oneDNN path computes a chunk's scores for all T keys of every query, causal or
+// not, and passes [32, T, T] fp32 matrices through memory between its products and the softmax;
+// here each (batch, head) pair is one task that keeps its operands in cache:
 // - K and V are packed once per pair into the pair layouts of kernels/pair_gemm.h;
 // - the queries go in blocks of 128 rows, whose scores (128 x T fp32) stay in L2 from the product
 //   through the softmax to P V;
@@ -41,7 +41,7 @@ void narrow(const float* src, int64_t n, uint16_t* dst) {
   kernels::avx512_bf16::f32_to_bf16(src, dst, size_t(n));
 }
 
-// Rows [i0, i0 + rows) of [rows][Dh] fp32 rounded into an operand's rows.
+// [rows][Dh] fp32 rounded into `rows` rows of an operand, row_stride apart.
 void narrow_into(const float* src, int64_t rows, int64_t dh, bfloat16* dst, int64_t row_stride) {
   if (row_stride == dh) {
     narrow(src, rows * dh, reinterpret_cast<uint16_t*>(dst));

@@ -22,19 +22,25 @@ void AdamFamily::update(const std::array<double, 2>& betas, double eps, double w
   NoGradGuard no_grad;
   const detail::Decay mode =
       decay == WeightDecay::l2_penalty ? detail::Decay::l2 : detail::Decay::decoupled;
+  std::vector<detail::FusedAdamSlot> fused;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Slot s = slot(i);
     if (!s.grad.defined()) continue;
     const int64_t t = ++parameter_steps_[i];
     if (s.param.dtype() == DType::f64) {
-      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), betas, eps,
-                                  weight_decay, mode);
+      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i],
+                                  {t, learning_rate(), betas, eps, weight_decay, mode});
     } else {
-      detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], t, learning_rate(), betas, eps,
-                                 weight_decay, mode);
+      const detail::AdamStep<float> c(t, learning_rate(), betas, eps, weight_decay, mode);
+      if (auto f = detail::fused_adam_slot(s, exp_avg_[i], exp_avg_sq_[i], c)) {
+        fused.push_back(*f);
+      } else {
+        detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], c);
+      }
     }
     bump_version(i);
   }
+  detail::run_fused_adam(fused);
   ++steps_;
 }
 
