@@ -45,7 +45,7 @@ void product_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b,
   }
 }
 
-// Rows of C computed per pass when C rounds to a narrower dtype: the fp32 product then exists
+// Rows of C computed per pass when mixp rounds C to a narrower dtype: the fp32 product then exists
 // for one block of at most about 8 MiB at a time, not whole (a bf16 gpt step's peak held the
 // fp32 product of its widest layer, 24 MiB, beside that layer's bf16 result). The blocks are
 // of equal size, in multiples of 64 rows, and as few as the bound allows: smaller ones made
@@ -87,13 +87,15 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
     product_into(part, a_part, b, bias, c);
     out_part.copy_(c);
   };
-  const int64_t rows = rows_per_block(s);
+  // oneDNN's rounding needs no fp32 block of ours: the product goes whole, one parallel region
+  // instead of three for gpt's widest layers (each region wakes the sleeping worker: measured
+  // about 2% of a gpt amp-bf16 step against the 8 MiB blocks).
+  const int64_t rows = rounded_by_onednn ? s.m : rows_per_block(s);
   if (s.batch != 1 || s.trans_a || rows >= s.m) {
     block(s, a, out);
     return;
   }
-  // Rows of A (stored [m, k]) and of C are contiguous: block by block (oneDNN's rounding too
-  // measured a little faster in blocks than whole).
+  // Rows of A (stored [m, k]) and of C are contiguous: block by block.
   const Tensor a2 = a.view(Shape{s.m, s.k}), out2 = out.view(Shape{s.m, s.n});
   for (int64_t begin = 0; begin < s.m; begin += rows) {
     kernels::GemmShape part = s;
