@@ -85,58 +85,52 @@ Block block_at(const Dims& d, int64_t i0) {
 // s[r][j] = q[i0 + r] . k[j] (unscaled) for the keys each row sees (more, up to a tile's limit).
 void block_scores(const Dims& d, const Layout& l, const Block& b, const bfloat16* q,
                   int64_t row_stride, const uint16_t* k_transposed, float* s) {
-  kernels::PairGemm g;
-  g.a = words(bits(q + b.i0 * row_stride));
-  g.a_row = row_stride / 2;
-  g.a_pair = 1;
-  g.b = k_transposed;
-  g.ldb = 2 * l.keys16;
-  g.c = s;
-  g.ldc = l.width;
-  g.m = b.rows();
-  g.n = round_up(b.keys, 16);
-  g.pairs = l.dh / 2;
-  g.row_limit = d.causal ? b.i0 : -1;
-  isa::pair_gemm(g);
+  isa::pair_gemm({.a = words(bits(q + b.i0 * row_stride)),
+                  .a_row = row_stride / 2,
+                  .a_pair = 1,
+                  .b = k_transposed,
+                  .ldb = 2 * l.keys16,
+                  .c = s,
+                  .ldc = l.width,
+                  .m = b.rows(),
+                  .n = round_up(b.keys, 16),
+                  .pairs = l.dh / 2,
+                  .row_limit = d.causal ? b.i0 : -1});
 }
 
 // c[r][:] = sum_j a[r][j] x[j][:] over the keys of the block, a (P or dS, bf16, row length
 // width) zero beyond each row's visible keys, x packed by pairs of keys.
 void block_times_keys(const Dims& d, const Layout& l, const Block& b, const uint16_t* a,
                       const uint16_t* x_pairs, float* c) {
-  kernels::PairGemm g;
-  g.a = words(a);
-  g.a_row = l.width / 2;
-  g.a_pair = 1;
-  g.b = x_pairs;
-  g.ldb = 2 * l.dh;
-  g.c = c;
-  g.ldc = l.dh;
-  g.m = b.rows();
-  g.n = l.dh;
-  g.pairs = (b.keys + 1) / 2;
-  g.pair_limit = d.causal ? b.i0 : -1;
-  isa::pair_gemm(g);
+  isa::pair_gemm({.a = words(a),
+                  .a_row = l.width / 2,
+                  .a_pair = 1,
+                  .b = x_pairs,
+                  .ldb = 2 * l.dh,
+                  .c = c,
+                  .ldc = l.dh,
+                  .m = b.rows(),
+                  .n = l.dh,
+                  .pairs = (b.keys + 1) / 2,
+                  .pair_limit = d.causal ? b.i0 : -1});
 }
 
 // acc[j][:] += sum_r a[r][j] y[r][:] for the block's keys j: a (P or dS) packed by pairs of
 // rows, y (dO or q) likewise. Causal: key j is seen by the rows from j - i0 on.
 void keys_accumulate(const Dims& d, const Layout& l, const Block& b, const uint16_t* a_pairs,
                      const uint16_t* y_pairs, float* acc) {
-  kernels::PairGemm g;
-  g.a = words(a_pairs);
-  g.a_row = 1;
-  g.a_pair = l.width;
-  g.b = y_pairs;
-  g.ldb = 2 * l.dh;
-  g.c = acc;
-  g.ldc = l.dh;
-  g.m = b.keys;
-  g.n = l.dh;
-  g.pairs = (b.rows() + 1) / 2;
-  g.accumulate = true;
-  g.first_term = d.causal ? b.i0 : -1;
-  isa::pair_gemm(g);
+  isa::pair_gemm({.a = words(a_pairs),
+                  .a_row = 1,
+                  .a_pair = l.width,
+                  .b = y_pairs,
+                  .ldb = 2 * l.dh,
+                  .c = acc,
+                  .ldc = l.dh,
+                  .m = b.keys,
+                  .n = l.dh,
+                  .pairs = (b.rows() + 1) / 2,
+                  .accumulate = true,
+                  .first_term = d.causal ? b.i0 : -1});
 }
 
 // Row r of `rows` rounded to bf16 for its visible keys, zeros after them up to `extent`.
