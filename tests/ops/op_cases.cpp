@@ -333,8 +333,10 @@ std::vector<OpCase> all_op_cases() {
                    256 * 2,
                    false});
   // Head sizes that are multiples of 16 take the tiled bf16 path on AVX-512 BF16: one block of
-  // an odd number of query rows, and a block of 128 rows with one of 2, causal or not.
-  for (const Shape& tiled : {Shape{1, 2, 37, 32}, Shape{1, 2, 130, 64}}) {
+  // an odd number of query rows, a block of 128 rows with one of 2, and the smallest and a
+  // wide head size, causal or not.
+  for (const Shape& tiled :
+       {Shape{1, 2, 37, 32}, Shape{1, 2, 130, 64}, Shape{2, 1, 33, 16}, Shape{1, 1, 70, 128}}) {
     for (bool causal : {true, false}) {
       cases.push_back(
           {std::string("attention/tiled/") + (causal ? "causal/" : "full/") + tiled.to_string(),
