@@ -57,6 +57,13 @@ using PackRowPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, i
 using PackColumnPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                    uint16_t* dst, int64_t dst_ld);
 using PairGemmFn = void (*)(const PairGemm& g);
+/// out[i] = bf16(x[i] / d): a softmax row's normalization and its rounding for the products in
+/// one pass (the division rounds to fp32 first, as divide_f32 then f32_to_bf16 would).
+using DivideToBf16Fn = void (*)(const float* x, int64_t n, float d, uint16_t* out);
+/// out[i] = bf16((p[i] (dp[i] - dot)) scale), each operation rounded to fp32 first: attention's
+/// score gradient dS rounded for its products, as score_grad_f32 then f32_to_bf16 would.
+using ScoreGradToBf16Fn = void (*)(const float* p, const float* dp, int64_t n, float dot,
+                                   float scale, uint16_t* out);
 
 namespace ref {
 void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
@@ -64,6 +71,9 @@ void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld);
 void pair_gemm(const PairGemm& g);
+void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
+void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
+                        uint16_t* out);
 }  // namespace ref
 
 namespace avx512_bf16 {
@@ -72,6 +82,9 @@ void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld);
 void pair_gemm(const PairGemm& g);
+void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
+void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
+                        uint16_t* out);
 }  // namespace avx512_bf16
 
 }  // namespace mixp::kernels

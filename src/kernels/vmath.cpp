@@ -26,6 +26,11 @@ void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float
                : ref::scale_shift_exp_f32(x, y, n, scale, shift);
 }
 
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  return use_avx512() ? avx512::scale_shift_exp_sum_f32(x, y, n, scale, shift)
+                      : ref::scale_shift_exp_sum_f32(x, y, n, scale, shift);
+}
+
 void divide_f32(float* x, int64_t n, float d) {
   use_avx512() ? avx512::divide_f32(x, n, d) : ref::divide_f32(x, n, d);
 }

@@ -35,6 +35,9 @@ void exp_f32(const float* x, float* y, int64_t n);
 /// y[i] = e^(x[i] scale - shift), the product and the difference each rounded (no fused
 /// multiply-add): attention's softmax rows, in one pass. y may be x.
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+/// scale_shift_exp_f32, returning sum_f32 of the results (the same bits as the two calls), in
+/// one pass.
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
 /// x[i] = x[i] / d, each a correctly rounded division (a softmax row's normalization).
 void divide_f32(float* x, int64_t n, float d);
 /// dp[i] = p[i] (dp[i] - dot) scale, rounded after each operation in that order: attention's
@@ -58,6 +61,7 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
 void divide_f32(float* x, int64_t n, float d);
 void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
 float sum_f32(const float* x, int64_t n);
@@ -73,6 +77,7 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
 void divide_f32(float* x, int64_t n, float d);
 void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
 float sum_f32(const float* x, int64_t n);

@@ -35,8 +35,7 @@ A softmax_row(A* row, int64_t n, A scale) {
   A total = 0;
   if constexpr (std::is_same_v<A, float>) {
     m = kernels::max_f32(row, n) * scale;
-    kernels::scale_shift_exp_f32(row, row, n, scale, m);
-    total = kernels::sum_f32(row, n);
+    total = kernels::scale_shift_exp_sum_f32(row, row, n, scale, m);
     kernels::divide_f32(row, n, total);
   } else {
     for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);

@@ -2,6 +2,7 @@
 // the scalar ones, and both against sums in double.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -206,6 +207,52 @@ TEST(PairGemm, PackingsMatchTheScalarOnesAndTheirDefinitions) {
         for (int64_t c = 0; c < cols; ++c) {
           ASSERT_EQ(scalar_t[size_t((c / 2) * col_ld + 2 * r + c % 2)], src[size_t(r * ld + c)]);
         }
+      }
+    }
+  }
+}
+
+// fp32 values of every kind for the rounding kernels: normals, values whose quotient or product
+// lands among fp32 and bf16 subnormals, zeros of both signs, infinities and NaN.
+std::vector<float> rounding_inputs() {
+  std::vector<float> x;
+  Philox rng(PhiloxState{8, 0, 0});
+  for (int i = 0; i < 3000; ++i) x.push_back(float(4.0 * rng.normal()));
+  for (double v = 1e-45; v < 1e-36; v *= 1.37) {
+    x.push_back(float(v));
+    x.push_back(-float(v));
+  }
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0e38f, -3.0e38f, 1.17549435e-38f}) {
+    x.push_back(v);
+  }
+  return x;
+}
+
+TEST(PairGemm, RowsRoundedToBf16AreTheFormulasRoundedOnce) {
+  require_bf16_units();
+  const std::vector<float> x = rounding_inputs();
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[(i * 7919) % x.size()];
+  for (size_t n : {size_t(1), size_t(31), size_t(32), size_t(33), size_t(100), x.size()}) {
+    for (float d : {3.0f, 0.7f, 1e30f}) {
+      std::vector<uint16_t> fast(n), scalar(n);
+      kernels::avx512_bf16::divide_to_bf16(x.data(), int64_t(n), d, fast.data());
+      kernels::ref::divide_to_bf16(x.data(), int64_t(n), d, scalar.data());
+      ASSERT_EQ(fast, scalar) << "divide_to_bf16, n " << n << ", d " << d;
+      for (size_t i = 0; i < n; ++i) {
+        const float quotient = x[i] / d;
+        ASSERT_EQ(scalar[i], bfloat16(quotient).bits) << x[i] << " / " << d;
+      }
+    }
+    for (float dot : {0.0f, 0.25f}) {
+      std::vector<uint16_t> fast(n), scalar(n);
+      kernels::avx512_bf16::score_grad_to_bf16(x.data(), y.data(), int64_t(n), dot, 0.125f,
+                                               fast.data());
+      kernels::ref::score_grad_to_bf16(x.data(), y.data(), int64_t(n), dot, 0.125f, scalar.data());
+      ASSERT_EQ(fast, scalar) << "score_grad_to_bf16, n " << n << ", dot " << dot;
+      for (size_t i = 0; i < n; ++i) {
+        const float weighted = x[i] * (y[i] - dot), grad = weighted * 0.125f;
+        ASSERT_EQ(scalar[i], bfloat16(grad).bits) << x[i] << ", " << y[i];
       }
     }
   }

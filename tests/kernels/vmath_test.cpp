@@ -95,6 +95,28 @@ TEST(Vmath, EveryIsaGivesTheScalarBits) {
   expect_same_bits_on_every_isa(gelu_backward_of_ones, gelu_backward_of_ones_ref);
 }
 
+// The fused exponentials and sum: the output of scale_shift_exp_f32 and the sum sum_f32 gives
+// of it, bit for bit, on every ISA and at every tail length.
+TEST(Vmath, ExpAndSumInOnePassGiveTheTwoPassesBits) {
+  const std::vector<float> x = inputs();
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(100),
+                     size_t(257), x.size()}) {
+      std::vector<float> fused(n), apart(n);
+      const float sum =
+          kernels::scale_shift_exp_sum_f32(x.data(), fused.data(), int64_t(n), kScale, kShift);
+      kernels::ref::scale_shift_exp_f32(x.data(), apart.data(), int64_t(n), kScale, kShift);
+      const float want = kernels::ref::sum_f32(apart.data(), int64_t(n));
+      ASSERT_EQ(std::memcmp(fused.data(), apart.data(), n * sizeof(float)), 0)
+          << name_of(isa) << ", n " << n;
+      ASSERT_EQ(std::bit_cast<uint32_t>(sum), std::bit_cast<uint32_t>(want))
+          << name_of(isa) << ", n " << n;
+    }
+  }
+}
+
 // The row kernels are their formulas rounded after each operation: the two passes they replace.
 TEST(Vmath, AttentionRowKernelsRoundAfterEachOperation) {
   const std::vector<float> x = inputs();

@@ -3,8 +3,7 @@
 // broadcasts of A and 24 vdpbf16ps, enough independent sums to keep both units busy. The rows
 // of A are reused across the column tiles from L1, so the products run from cache at 80-90% of
 // the peak on the attention's sizes (docs/performance.md).
-#include <immintrin.h>
-
+#include "kernels/cpu/bf16_round_avx512_bf16.h"
 #include "kernels/pair_gemm.h"
 
 namespace mixp::kernels::avx512_bf16 {
@@ -163,6 +162,40 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
         _mm512_mask_storeu_epi32(dst + (w + i) * dst_ld + 2 * r, row_mask, x[i]);
     }
   }
+}
+
+namespace {
+
+// 32 lanes at a time, the tail masked; f(i, mask) gives 16 fp32 lanes from element i.
+template <typename F>
+void rows_to_bf16(int64_t n, uint16_t* out, F f) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm512_storeu_si512(out + i, convert32(f(i, __mmask16(0xffff)), f(i + 16, __mmask16(0xffff))));
+  }
+  if (i < n) {
+    const TailMasks m = tail_masks(size_t(n - i));
+    _mm512_mask_storeu_epi16(out + i, m.all, convert32(f(i, m.lo), f(i + 16, m.hi)));
+  }
+}
+
+}  // namespace
+
+void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
+  const __m512 v = _mm512_set1_ps(d);
+  rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
+    return _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), v);
+  });
+}
+
+void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
+                        uint16_t* out) {
+  const __m512 d = _mm512_set1_ps(dot), s = _mm512_set1_ps(scale);
+  rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
+    const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + i),
+                                   _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp + i), d));
+    return _mm512_mul_ps(w, s);
+  });
 }
 
 }  // namespace mixp::kernels::avx512_bf16

@@ -142,6 +142,26 @@ void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float
   }
 }
 
+// The sum as sum_f32 adds it: the same lanes in the same order, the tail's missing lanes +0.
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  const __m512 s = _mm512_set1_ps(scale), b = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), s), b));
+    _mm512_storeu_ps(y + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __mmask16 tail = tail_mask(n - i);
+    const __m512 t = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), s), b);
+    const __m512 e = _mm512_maskz_mov_ps(tail, exp16(t));
+    _mm512_mask_storeu_ps(y + i, tail, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return fold_sum(acc);
+}
+
 void divide_f32(float* x, int64_t n, float d) {
   const __m512 v = _mm512_set1_ps(d);
   int64_t i = 0;

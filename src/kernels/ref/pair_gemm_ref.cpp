@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/pair_gemm.h"
+#include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
 namespace {
@@ -60,6 +61,18 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
                        int64_t dst_ld) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) dst[(c / 2) * dst_ld + 2 * r + c % 2] = src[r * ld + c];
+  }
+}
+
+void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16(x[i] / d).bits;
+}
+
+void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
+                        uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float weighted = p[i] * (dp[i] - dot);
+    out[i] = bfloat16(weighted * scale).bits;
   }
 }
 

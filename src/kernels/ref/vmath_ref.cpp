@@ -97,6 +97,11 @@ void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float
   }
 }
 
+float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift) {
+  scale_shift_exp_f32(x, y, n, scale, shift);
+  return sum_f32(y, n);
+}
+
 void divide_f32(float* x, int64_t n, float d) {
   for (int64_t i = 0; i < n; ++i) x[i] /= d;
 }

@@ -1,0 +1,54 @@
+// fp32 -> bf16 rounding of 32 lanes with vcvtne2ps2bf16, for the AVX-512 BF16 files only. The
+// instruction rounds to nearest even and quiets NaNs exactly as mixp does, but it treats fp32
+// subnormal inputs as zero (DAZ), so the lanes with a zero exponent field and a nonzero
+// mantissa are redone with the integer rounding.
+//
+// Included by files compiled with -mavx512bf16 alone; the functions have internal linkage, so
+// no AVX-512 copy of them can stand in for another file's.
+#pragma once
+
+#include <immintrin.h>
+
+namespace mixp::kernels::avx512_bf16 {
+namespace {
+
+// Lanes of x that hold an fp32 subnormal.
+inline __mmask16 subnormal_lanes(__m512i x) {
+  return _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000)), x,
+                                     _mm512_set1_epi32(0x007fffff));
+}
+
+// Integer rounding of 16 lanes: for exponent field 0 the carry cannot reach the NaN range, so
+// (x + 0x7fff + lsb) >> 16 is the whole rule.
+inline __m256i round_subnormals(__m512i x) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  return _mm512_cvtepi32_epi16(
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16));
+}
+
+// 32 values (lo then hi) to 32 bf16 patterns, with the subnormal fix-up.
+inline __m512i convert32(__m512 lo, __m512 hi) {
+  __m512i r = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  const __m512i xlo = _mm512_castps_si512(lo), xhi = _mm512_castps_si512(hi);
+  const __mmask32 fix = __mmask32(subnormal_lanes(xlo)) | (__mmask32(subnormal_lanes(xhi)) << 16);
+  if (fix) [[unlikely]] {
+    const __m512i fixed =
+        _mm512_inserti64x4(_mm512_castsi256_si512(round_subnormals(xlo)), round_subnormals(xhi), 1);
+    r = _mm512_mask_blend_epi16(fix, r, fixed);
+  }
+  return r;
+}
+
+// The masks of the first `rest` (< 32, > 0) of 32 lanes, as two halves and as one.
+struct TailMasks {
+  __mmask16 lo, hi;
+  __mmask32 all;
+};
+inline TailMasks tail_masks(size_t rest) {
+  const __mmask16 lo = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
+  const __mmask16 hi = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
+  return {lo, hi, __mmask32(lo) | (__mmask32(hi) << 16)};
+}
+
+}  // namespace
+}  // namespace mixp::kernels::avx512_bf16
