@@ -280,8 +280,8 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
         block_scores(d, l, b, gp, g_ld, vt, dp);  // dP = dO V^T
         // dS from the unrounded P, in bf16 (score_grad_row's arithmetic, rounded as it goes).
         bf16_rows(d, l, b, p16, extent, [&](int64_t r, int64_t n, uint16_t* row) {
-          const float *p = s + r * l.width, *g = dp + r * l.width;
-          isa::score_grad_to_bf16(p, g, n, kernels::dot_f32(p, g, n), scale, row);
+          const float *p = s + r * l.width, *p_grad = dp + r * l.width;
+          isa::score_grad_to_bf16(p, p_grad, n, kernels::dot_f32(p, p_grad, n), scale, row);
         });
         if (dq != nullptr) {  // dQ = dS K
           block_times_keys(d, l, b, p16, kp, o);

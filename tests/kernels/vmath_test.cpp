@@ -109,7 +109,7 @@ TEST(Vmath, ExpAndSumInOnePassGiveTheTwoPassesBits) {
           kernels::scale_shift_exp_sum_f32(x.data(), fused.data(), int64_t(n), kScale, kShift);
       kernels::ref::scale_shift_exp_f32(x.data(), apart.data(), int64_t(n), kScale, kShift);
       const float want = kernels::ref::sum_f32(apart.data(), int64_t(n));
-      ASSERT_EQ(std::memcmp(fused.data(), apart.data(), n * sizeof(float)), 0)
+      ASSERT_TRUE(n == 0 || std::memcmp(fused.data(), apart.data(), n * sizeof(float)) == 0)
           << name_of(isa) << ", n " << n;
       ASSERT_EQ(std::bit_cast<uint32_t>(sum), std::bit_cast<uint32_t>(want))
           << name_of(isa) << ", n " << n;
