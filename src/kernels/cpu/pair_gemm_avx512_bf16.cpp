@@ -2,7 +2,8 @@
 // rows by 64 columns keeps 24 accumulators in registers: per pair of k, 4 loads of B, 6
 // broadcasts of A and 24 vdpbf16ps, enough independent sums to keep both units busy. The rows
 // of A are reused across the column tiles from L1, so the products run from cache at 80-90% of
-// the peak on the attention's sizes (docs/performance.md).
+// the peak on the attention's sizes (docs/performance.md). Also here: the attention's P and dS
+// rows computed and rounded to bf16 in one pass, with the conversion's subnormal fix-up.
 #include "kernels/cpu/bf16_round_avx512_bf16.h"
 #include "kernels/pair_gemm.h"
 
