@@ -165,16 +165,15 @@ struct Scratch {
 
 class ScratchSpace {
  public:
-  explicit ScratchSpace(const Dims& d) {
-    const Layout l(d);
+  explicit ScratchSpace(const Layout& l) : layout_(l) {
     Scratch none{};
-    per_thread_ = carve(l, nullptr, none);
+    per_thread_ = carve(layout_, nullptr, none);
     space_ = empty(Shape{num_threads(), per_thread_}, DType::u8, MemoryTag::workspace);
   }
   // The calling thread's buffers (inside kernels::parallel_for, or outside it on thread 0).
-  Scratch for_this_thread(const Dims& d) {
+  Scratch for_this_thread() {
     Scratch out{};
-    carve(Layout(d), space_.data<uint8_t>() + int64_t(omp_get_thread_num()) * per_thread_, out);
+    carve(layout_, space_.data<uint8_t>() + int64_t(omp_get_thread_num()) * per_thread_, out);
     return out;
   }
 
@@ -202,6 +201,7 @@ class ScratchSpace {
     return used;
   }
 
+  Layout layout_;
   int64_t per_thread_ = 0;
   Tensor space_;
 };
@@ -217,9 +217,9 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
   const Layout l(d);
   const float scale = inverse_sqrt_head_size<float>(d);
   const int64_t ld = in.row_stride;
-  ScratchSpace space(d);
+  ScratchSpace space(l);
   kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
-    const Scratch m = space.for_this_thread(d);
+    const Scratch m = space.for_this_thread();
     uint16_t *kt = m.k_transposed, *vp = m.v_pairs, *p16 = m.p16;
     float *s = m.s, *o = m.o;
     for (int64_t pair = begin; pair < end; ++pair) {
@@ -247,9 +247,9 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
   const float scale = inverse_sqrt_head_size<float>(d);
   const bool scores_grad = dq != nullptr || dk != nullptr;
   const int64_t ld = in.row_stride, g_ld = g_rows.row_stride;
-  ScratchSpace space(d);
+  ScratchSpace space(l);
   kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
-    const Scratch m = space.for_this_thread(d);
+    const Scratch m = space.for_this_thread();
     uint16_t *kt = m.k_transposed, *vt = m.v_transposed, *kp = m.k_pairs, *p16 = m.p16;
     uint16_t *a_pairs = m.a_pairs, *y_pairs = m.y_pairs;
     float *s = m.s, *dp = m.dp, *o = m.o, *dk_acc = m.dk, *dv_acc = m.dv;

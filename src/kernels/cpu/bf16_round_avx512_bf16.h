@@ -9,6 +9,9 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace mixp::kernels::avx512_bf16 {
 namespace {
 
@@ -48,6 +51,20 @@ inline TailMasks tail_masks(size_t rest) {
   const __mmask16 lo = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
   const __mmask16 hi = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
   return {lo, hi, __mmask32(lo) | (__mmask32(hi) << 16)};
+}
+
+// out[0, n) as bf16, 32 lanes at a time with only the tail masked; f(i, mask) gives the 16 fp32
+// lanes from element i (the lanes outside `mask` are not stored).
+template <typename F>
+void rows_to_bf16(int64_t n, uint16_t* out, F f) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    _mm512_storeu_si512(out + i, convert32(f(i, __mmask16(0xffff)), f(i + 16, __mmask16(0xffff))));
+  }
+  if (i < n) {
+    const TailMasks m = tail_masks(size_t(n - i));
+    _mm512_mask_storeu_epi16(out + i, m.all, convert32(f(i, m.lo), f(i + 16, m.hi)));
+  }
 }
 
 }  // namespace

@@ -165,23 +165,6 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
   }
 }
 
-namespace {
-
-// 32 lanes at a time, the tail masked; f(i, mask) gives 16 fp32 lanes from element i.
-template <typename F>
-void rows_to_bf16(int64_t n, uint16_t* out, F f) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    _mm512_storeu_si512(out + i, convert32(f(i, __mmask16(0xffff)), f(i + 16, __mmask16(0xffff))));
-  }
-  if (i < n) {
-    const TailMasks m = tail_masks(size_t(n - i));
-    _mm512_mask_storeu_epi16(out + i, m.all, convert32(f(i, m.lo), f(i + 16, m.hi)));
-  }
-}
-
-}  // namespace
-
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
   const __m512 v = _mm512_set1_ps(d);
   rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
