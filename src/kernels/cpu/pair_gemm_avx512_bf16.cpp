@@ -97,6 +97,30 @@ __mmask32 first_lanes32(int64_t count) {
   return count >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << count) - 1);
 }
 
+// Rows r and r + 1 (zeros when `pair` is false) of 32 columns from c, interleaved. Only the last
+// columns (kTail) use masked loads and stores: with masks in every chunk, even all-ones ones,
+// the attention's packings of 128 and 256 rows took 1.15-1.4x as long (docs/performance.md,
+// change 27).
+template <bool kTail>
+void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t cols, uint16_t* out,
+                __m512i lo, __m512i hi) {
+  const __mmask32 m = kTail ? first_lanes32(cols - c) : __mmask32(0xffffffffu);
+  const __m512i x0 = kTail ? _mm512_maskz_loadu_epi16(m, r0 + c) : _mm512_loadu_si512(r0 + c);
+  const __m512i x1 = !pair   ? _mm512_setzero_si512()
+                     : kTail ? _mm512_maskz_loadu_epi16(m, r0 + ld + c)
+                             : _mm512_loadu_si512(r0 + ld + c);
+  const __m512i w0 = _mm512_permutex2var_epi16(x0, lo, x1);
+  const __m512i w1 = _mm512_permutex2var_epi16(x0, hi, x1);
+  if constexpr (kTail) {
+    const int64_t left = 2 * (cols - c);
+    _mm512_mask_storeu_epi16(out + 2 * c, first_lanes32(left), w0);
+    if (left > 32) _mm512_mask_storeu_epi16(out + 2 * c + 32, first_lanes32(left - 32), w1);
+  } else {
+    _mm512_storeu_si512(out + 2 * c, w0);
+    _mm512_storeu_si512(out + 2 * c + 32, w1);
+  }
+}
+
 }  // namespace
 
 void pair_gemm(const PairGemm& g) {
@@ -123,22 +147,13 @@ void pair_gemm(const PairGemm& g) {
 void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                     int64_t dst_ld) {
   const __m512i lo = interleave_index(0), hi = interleave_index(16);
+  const int64_t full = cols / 32 * 32;
   for (int64_t r = 0; r < rows; r += 2) {
     const uint16_t* r0 = src + r * ld;
     const bool pair = r + 1 < rows;
     uint16_t* out = dst + (r / 2) * dst_ld;
-    for (int64_t c = 0; c < cols; c += 32) {
-      const __mmask32 m = first_lanes32(cols - c);
-      const __m512i x0 = _mm512_maskz_loadu_epi16(m, r0 + c);
-      const __m512i x1 = pair ? _mm512_maskz_loadu_epi16(m, r0 + ld + c) : _mm512_setzero_si512();
-      const int64_t left = 2 * (cols - c);
-      _mm512_mask_storeu_epi16(out + 2 * c, first_lanes32(left),
-                               _mm512_permutex2var_epi16(x0, lo, x1));
-      if (left > 32) {
-        _mm512_mask_storeu_epi16(out + 2 * c + 32, first_lanes32(left - 32),
-                                 _mm512_permutex2var_epi16(x0, hi, x1));
-      }
-    }
+    for (int64_t c = 0; c < full; c += 32) pack_chunk<false>(r0, ld, pair, c, cols, out, lo, hi);
+    if (full < cols) pack_chunk<true>(r0, ld, pair, full, cols, out, lo, hi);
   }
 }
 
