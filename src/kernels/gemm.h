@@ -26,12 +26,16 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void*
                const float* bias = nullptr);
 /// in: f32, f64, f16 or bf16; C is f64 for f64 inputs, else f32.
 void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, void* c);
-/// A linear layer's weight and bias gradients in one oneDNN pass (its inner product backward,
-/// which sums dy for the bias while it reads dy for the product): dw [out, in] = dy^T x, rounded
-/// to bf16 as gemm_fast rounds, and db [out] = the fp32 sums of dy's rows. dy [rows, out] and
-/// x [rows, in] are bf16; needs gemm_fast_has_bf16() and sizes of at least 1.
+/// A linear layer's weight and bias gradients in one pass over dy, on AVX-512 BF16
+/// (kernels/cpu/linear_weight_grad.cpp): dw [out, in] = dy^T x, summed in fp32 and rounded once
+/// to bf16 (to nearest even, subnormals kept), and db [out] = the fp32 sums of dy's rows, added
+/// in row order; db may be null. dy [rows, out] and x [rows, in] are bf16 bits. `workspace`
+/// holds linear_weight_grad_workspace_bytes(in, out, threads) bytes, and at most `threads`
+/// threads run. The bits do not depend on the thread count. Needs gemm_fast_has_bf16() and
+/// sizes of at least 1.
 void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* dy, const void* x,
-                             void* dw, float* db);
+                             void* dw, float* db, void* workspace, int threads);
+int64_t linear_weight_grad_workspace_bytes(int64_t in, int64_t out, int threads);
 /// True when gemm_fast takes bf16 inputs on this CPU.
 bool gemm_fast_has_bf16();
 

@@ -4,8 +4,9 @@
 // Shape contract: x [..., in]; weight [out, in]; bias [out] or undefined; all the same dtype;
 // the result is [..., out].
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation;
-// on the bf16 fast path dW and dbias come from one oneDNN pass over g).
-// Under an enabled amp::Fp8Autocast scope the products run in FP8 instead (fp8_linear.cpp).
+// on the bf16 fast path dW and dbias come from one pass over g,
+// kernels/cpu/linear_weight_grad.cpp). Under an enabled amp::Fp8Autocast scope the products run in
+// FP8 instead (fp8_linear.cpp).
 #include "kernels/gemm.h"
 #include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
@@ -14,28 +15,31 @@
 namespace mixp::ops {
 namespace {
 
-// dW and db together, where oneDNN can (bf16 gradient and weight, on CPUs with AVX-512 BF16):
-// its inner product backward sums g for the bias while it reads g for the product. The bias
-// sums were a pass of their own over g at memory speed, about 3% of a bf16 gpt step. db is
+// dW, and db with it, from mixp's own pass on AVX-512 BF16 (kernels/cpu/linear_weight_grad.cpp)
+// for bf16 gradients and weights: it sums g for the bias while it packs g for the product, so
+// the bias costs no pass of its own over g (such a pass was about 3% of a bf16 gpt step). db is
 // fp32, rounded to the bias dtype once, as the separate sum is; the reference path sums apart.
-// Only from 2048 rows: oneDNN runs this pass on its gemm kernel, not brgemm, and measured
-// against the product plus the sum it was 0.82x the time at 2048 and 4096 rows (gpt's shapes),
-// the same at 256-1024, and 1.2x at 64 (the mlp's batch).
-constexpr int64_t kFusedBiasGradMinRows = 2048;
+// Only from kWeightGradMinRows rows: below, oneDNN's product and the separate sum are faster
+// (docs/performance.md).
+constexpr int64_t kWeightGradMinRows = 512;
 
-bool weight_and_bias_grads_together(const Tensor& g, const Tensor& x, const Tensor& weight,
-                                    int64_t rows, DType bias_dtype, Tensor& dw, Tensor& db) {
+bool weight_grads_fast(const Tensor& g, const Tensor& x, const Tensor& weight, int64_t rows,
+                       bool with_bias, DType bias_dtype, Tensor& dw, Tensor& db) {
   const int64_t in = weight.size(1), out = weight.size(0);
   if (g.dtype() != DType::bf16 || x.dtype() != DType::bf16 || weight.dtype() != DType::bf16 ||
-      reference_mode() || !kernels::gemm_fast_has_bf16() || rows < kFusedBiasGradMinRows ||
-      in == 0 || out == 0) {
+      reference_mode() || !kernels::gemm_fast_has_bf16() || rows < kWeightGradMinRows || in == 0 ||
+      out == 0) {
     return false;
   }
+  const int threads = num_threads();
+  Tensor space = empty(Shape{kernels::linear_weight_grad_workspace_bytes(in, out, threads)},
+                       DType::u8, MemoryTag::workspace);
   dw = empty(weight.shape(), DType::bf16);
-  Tensor sums = empty(Shape{out}, DType::f32);
+  Tensor sums = with_bias ? empty(Shape{out}, DType::f32) : Tensor();
   kernels::linear_weight_grad_fast(rows, in, out, g.raw_data(), x.raw_data(), dw.raw_data(),
-                                   sums.data<float>());
-  db = sums.to(bias_dtype).detach();
+                                   with_bias ? sums.data<float>() : nullptr, space.data<uint8_t>(),
+                                   threads);
+  if (with_bias) db = sums.to(bias_dtype).detach();
   return true;
 }
 
@@ -51,15 +55,16 @@ struct LinearBackward : autograd::Node {
       dx = detail::gemm({1, rows, in, out, false, false, 1, 1}, g, wv, xv.shape(), xv.dtype());
     }
     const bool bias_grad = next.size() > 2 && next[2].node;
-    // g is grads[0] itself there (a bf16 gradient), so db sums the same values either way.
-    if (next[1].node && bias_grad && grads[0].dtype() == xv.dtype() &&
-        weight_and_bias_grads_together(g, xv, wv, rows, bias_dtype, dw, db)) {
-      return {dx, dw, db};
+    if (next[1].node) {
+      // db from the same pass only where it sums grads[0] itself (a bf16 gradient), as the
+      // separate sum would.
+      const bool with_bias = bias_grad && grads[0].dtype() == xv.dtype();
+      if (!weight_grads_fast(g, xv, wv, rows, with_bias, bias_dtype, dw, db)) {
+        // [rows, out]^T x [rows, in]
+        dw = detail::gemm({1, out, in, rows, true, false, 1, 1}, g, xv, wv.shape(), wv.dtype());
+      }
     }
-    if (next[1].node) {  // [rows, out]^T x [rows, in]
-      dw = detail::gemm({1, out, in, rows, true, false, 1, 1}, g, xv, wv.shape(), wv.dtype());
-    }
-    if (bias_grad) {
+    if (bias_grad && !db.defined()) {
       NoGradGuard no_grad;
       db = ops::sum(grads[0].reshape({rows, out}), {0}).to(bias_dtype).detach();
     }

@@ -106,8 +106,9 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
                    4096,
                    false});
-  // 2200 rows: in bf16 on the fast path, the weight and bias gradients come from one oneDNN
-  // pass (linear.cpp, from 2048 rows); the bias gradient sums over the 2200 rows.
+  // 2200 rows: in bf16 on the fast path, the weight and bias gradients come from one pass
+  // (kernels/cpu/linear_weight_grad.cpp, from 512 rows: here three blocks of row pairs, the
+  // last one short); the bias gradient sums over the 2200 rows.
   cases.push_back({"linear/fused_bias_grad",
                    {{{2, 1100, 8}, any}, {{24, 8}, any}, {{24}, any}},
                    [](const V& v) { return ops::linear(v[0], v[1], v[2]); },

@@ -106,45 +106,6 @@ std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16,
   });
 }
 
-// oneDNN's inner product backward (weights), for dW and db of a linear layer together. Its
-// primitive descriptor needs the forward one as a hint; both are built once per shape.
-struct WeightGradKey {
-  int64_t rows, in, out;
-  friend bool operator==(const WeightGradKey&, const WeightGradKey&) = default;
-};
-
-struct WeightGradKeyHash {
-  size_t operator()(const WeightGradKey& k) const { return hash_sizes({k.rows, k.in, k.out}); }
-};
-
-struct CachedWeightGrad {
-  dnnl::memory::desc x, dy, dw, db;
-  dnnl::inner_product_backward_weights primitive;
-};
-
-std::shared_ptr<const CachedWeightGrad> cached_weight_grad(int64_t rows, int64_t in, int64_t out,
-                                                           const dnnl::engine& engine) {
-  static PrimitiveCache<WeightGradKey, CachedWeightGrad, WeightGradKeyHash> cache;
-  return cache.get({rows, in, out}, [&] {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    auto entry = std::make_shared<CachedWeightGrad>();
-    entry->x = dnnl::memory::desc({rows, in}, dt::bf16, tag::nc);
-    entry->dy = dnnl::memory::desc({rows, out}, dt::bf16, tag::nc);
-    entry->dw = dnnl::memory::desc({out, in}, dt::bf16, tag::oi);
-    entry->db = dnnl::memory::desc({out}, dt::f32, tag::x);
-    const dnnl::inner_product_forward::primitive_desc hint(
-        dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, entry->x, entry->dw,
-                                          entry->db, entry->dy),
-        engine);
-    entry->primitive =
-        dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
-            dnnl::inner_product_backward_weights::desc(entry->x, entry->dw, entry->db, entry->dy),
-            engine, hint));
-    return entry;
-  });
-}
-
 }  // namespace
 
 bool gemm_fast_has_bf16() { return best_isa() >= Isa::avx512_bf16; }
@@ -185,31 +146,6 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void*
   } catch (const dnnl::error& e) {
     MIXP_ASSERT(false, "oneDNN matmul failed (", e.what(), ") for batch ", s.batch, " m ", s.m,
                 " n ", s.n, " k ", s.k);
-  }
-}
-
-void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* dy, const void* x,
-                             void* dw, float* db) {
-  MIXP_ASSERT(gemm_fast_has_bf16(), "linear_weight_grad_fast without AVX-512 BF16");
-  MIXP_ASSERT(rows >= 1 && in >= 1 && out >= 1, "linear_weight_grad_fast: rows ", rows, " in ", in,
-              " out ", out);
-  DnnlRuntime& r = dnnl_runtime();
-  try {
-    const std::shared_ptr<const CachedWeightGrad> cached =
-        cached_weight_grad(rows, in, out, r.engine);
-    const CachedWeightGrad& g = *cached;
-    dnnl::memory x_mem(g.x, r.engine, const_cast<void*>(x));
-    dnnl::memory dy_mem(g.dy, r.engine, const_cast<void*>(dy));
-    dnnl::memory dw_mem(g.dw, r.engine, dw);
-    dnnl::memory db_mem(g.db, r.engine, db);
-    g.primitive.execute(r.stream, {{DNNL_ARG_SRC, x_mem},
-                                   {DNNL_ARG_DIFF_DST, dy_mem},
-                                   {DNNL_ARG_DIFF_WEIGHTS, dw_mem},
-                                   {DNNL_ARG_DIFF_BIAS, db_mem}});
-    r.stream.wait();
-  } catch (const dnnl::error& e) {
-    MIXP_ASSERT(false, "oneDNN inner product backward failed (", e.what(), ") for rows ", rows,
-                " in ", in, " out ", out);
   }
 }
 

@@ -101,9 +101,35 @@ __mmask32 first_lanes32(int64_t count) {
 // columns (kTail) use masked loads and stores: with masks in every chunk, even all-ones ones,
 // the attention's packings of 128 and 256 rows took 1.15-1.4x as long (docs/performance.md,
 // change 27).
+// bf16 bits of 16 lanes, widened exactly to fp32.
+__m512 widen16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// sums[0, 32) += row r, then += row r + 1 (when `pair`), masked to the first `count` columns in
+// the tail chunk: the column sums of pack_row_pairs_summing.
 template <bool kTail>
+void add_rows(float* sums, __m512i x0, __m512i x1, bool pair, int64_t count) {
+  for (int half = 0; half < 2; ++half) {
+    const __m512 a = widen16(half ? _mm512_extracti64x4_epi64(x0, 1) : _mm512_castsi512_si256(x0));
+    const __m512 b = widen16(half ? _mm512_extracti64x4_epi64(x1, 1) : _mm512_castsi512_si256(x1));
+    float* s = sums + 16 * half;
+    if constexpr (kTail) {
+      const int64_t n = count - 16 * half;
+      if (n <= 0) return;
+      const __mmask16 k = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+      const __m512 t = _mm512_add_ps(_mm512_maskz_loadu_ps(k, s), a);
+      _mm512_mask_storeu_ps(s, k, pair ? _mm512_add_ps(t, b) : t);
+    } else {
+      const __m512 t = _mm512_add_ps(_mm512_loadu_ps(s), a);
+      _mm512_storeu_ps(s, pair ? _mm512_add_ps(t, b) : t);
+    }
+  }
+}
+
+template <bool kTail, bool kSum>
 void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t cols, uint16_t* out,
-                __m512i lo, __m512i hi) {
+                __m512i lo, __m512i hi, float* sums) {
   const __mmask32 m = kTail ? first_lanes32(cols - c) : __mmask32(0xffffffffu);
   const __m512i x0 = kTail ? _mm512_maskz_loadu_epi16(m, r0 + c) : _mm512_loadu_si512(r0 + c);
   const __m512i x1 = !pair   ? _mm512_setzero_si512()
@@ -118,6 +144,23 @@ void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t co
   } else {
     _mm512_storeu_si512(out + 2 * c, w0);
     _mm512_storeu_si512(out + 2 * c + 32, w1);
+  }
+  if constexpr (kSum) add_rows<kTail>(sums + c, x0, x1, pair, cols - c);
+}
+
+template <bool kSum>
+void pack_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+               int64_t dst_ld, float* sums) {
+  const __m512i lo = interleave_index(0), hi = interleave_index(16);
+  const int64_t full = cols / 32 * 32;
+  for (int64_t r = 0; r < rows; r += 2) {
+    const uint16_t* r0 = src + r * ld;
+    const bool pair = r + 1 < rows;
+    uint16_t* out = dst + (r / 2) * dst_ld;
+    for (int64_t c = 0; c < full; c += 32) {
+      pack_chunk<false, kSum>(r0, ld, pair, c, cols, out, lo, hi, sums);
+    }
+    if (full < cols) pack_chunk<true, kSum>(r0, ld, pair, full, cols, out, lo, hi, sums);
   }
 }
 
@@ -146,15 +189,12 @@ void pair_gemm(const PairGemm& g) {
 
 void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                     int64_t dst_ld) {
-  const __m512i lo = interleave_index(0), hi = interleave_index(16);
-  const int64_t full = cols / 32 * 32;
-  for (int64_t r = 0; r < rows; r += 2) {
-    const uint16_t* r0 = src + r * ld;
-    const bool pair = r + 1 < rows;
-    uint16_t* out = dst + (r / 2) * dst_ld;
-    for (int64_t c = 0; c < full; c += 32) pack_chunk<false>(r0, ld, pair, c, cols, out, lo, hi);
-    if (full < cols) pack_chunk<true>(r0, ld, pair, full, cols, out, lo, hi);
-  }
+  pack_rows<false>(src, ld, rows, cols, dst, dst_ld, nullptr);
+}
+
+void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                            uint16_t* dst, int64_t dst_ld, float* sums) {
+  pack_rows<true>(src, ld, rows, cols, dst, dst_ld, sums);
 }
 
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,

@@ -57,6 +57,14 @@ void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
   }
 }
 
+void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                            uint16_t* dst, int64_t dst_ld, float* sums) {
+  pack_row_pairs(src, ld, rows, cols, dst, dst_ld);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) sums[c] += widen(src[r * ld + c]);
+  }
+}
+
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld) {
   for (int64_t r = 0; r < rows; ++r) {
