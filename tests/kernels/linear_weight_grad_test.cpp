@@ -28,9 +28,9 @@ std::vector<Shape3> shapes() {
   // From {520, 150, 230} on they are large enough to run on several threads (2^24
   // multiply-adds): out >= in splits the rows of dw, out < in its columns, and in = 64 leaves a
   // thread without columns.
-  return {{1, 1, 1},       {2, 16, 6},      {3, 17, 5},      {37, 64, 13},    {256, 80, 96},
-          {1024, 33, 20},  {1025, 7, 130},  {2500, 70, 40},  {2051, 130, 7},  {300, 48, 384},
-          {64, 784, 65},   {520, 150, 230}, {600, 200, 150}, {4200, 64, 63}};
+  return {{1, 1, 1},      {2, 16, 6},      {3, 17, 5},      {37, 64, 13},   {256, 80, 96},
+          {1024, 33, 20}, {1025, 7, 130},  {2500, 70, 40},  {2051, 130, 7}, {300, 48, 384},
+          {64, 784, 65},  {520, 150, 230}, {600, 200, 150}, {4200, 64, 63}};
 }
 
 struct Gradients {
@@ -39,8 +39,9 @@ struct Gradients {
 };
 
 Gradients run(const Shape3& s, const std::vector<uint16_t>& dy, const std::vector<uint16_t>& x,
-        int threads, bool with_bias) {
-  Gradients r{std::vector<uint16_t>(size_t(s.out * s.in)), std::vector<float>(size_t(s.out), -1.0f)};
+              int threads, bool with_bias) {
+  Gradients r{std::vector<uint16_t>(size_t(s.out * s.in)),
+              std::vector<float>(size_t(s.out), -1.0f)};
   std::vector<uint8_t> space(
       size_t(kernels::linear_weight_grad_workspace_bytes(s.in, s.out, threads)));
   kernels::linear_weight_grad_fast(s.rows, s.in, s.out, dy.data(), x.data(), r.dw.data(),
@@ -69,7 +70,8 @@ Expected expected(const Shape3& s, const std::vector<uint16_t>& dy,
     for (int64_t o = 0; o < s.out; ++o) {
       const double g = widen(dy[size_t(t * s.out + o)]);
       e.db[size_t(o)] += g;
-      for (int64_t i = 0; i < s.in; ++i) e.dw[size_t(o * s.in + i)] += g * widen(x[size_t(t * s.in + i)]);
+      for (int64_t i = 0; i < s.in; ++i)
+        e.dw[size_t(o * s.in + i)] += g * widen(x[size_t(t * s.in + i)]);
     }
   }
   return e;

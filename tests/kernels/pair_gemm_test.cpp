@@ -191,6 +191,25 @@ TEST(PairGemm, PackingsMatchTheScalarOnesAndTheirDefinitions) {
       kernels::avx512_bf16::pack_row_pairs(src.data(), ld, rows, cols, fast.data(), row_ld);
       kernels::ref::pack_row_pairs(src.data(), ld, rows, cols, scalar.data(), row_ld);
       ASSERT_EQ(fast, scalar) << "pack_row_pairs, rows " << rows << ", cols " << cols;
+      // The same packing, adding each column to running sums row by row.
+      std::vector<float> fast_sums(static_cast<size_t>(cols));
+      for (float& v : fast_sums) v = float(rng.normal());
+      std::vector<float> scalar_sums = fast_sums;
+      const std::vector<float> start = fast_sums;
+      std::vector<uint16_t> summed(fast.size(), 7), summed_scalar = summed;
+      kernels::avx512_bf16::pack_row_pairs_summing(src.data(), ld, rows, cols, summed.data(),
+                                                   row_ld, fast_sums.data());
+      kernels::ref::pack_row_pairs_summing(src.data(), ld, rows, cols, summed_scalar.data(), row_ld,
+                                           scalar_sums.data());
+      ASSERT_EQ(summed, fast) << "pack_row_pairs_summing, rows " << rows << ", cols " << cols;
+      ASSERT_EQ(summed_scalar, fast);
+      for (int64_t c = 0; c < cols; ++c) {
+        float serial = start[size_t(c)];  // fp32, one row at a time
+        for (int64_t r = 0; r < rows; ++r) serial += float(widen(src[size_t(r * ld + c)]));
+        ASSERT_EQ(fast_sums[size_t(c)], scalar_sums[size_t(c)])
+            << "rows " << rows << ", column " << c;
+        ASSERT_EQ(scalar_sums[size_t(c)], serial) << "rows " << rows << ", column " << c;
+      }
       for (int64_t r = 0; r < rows + rows % 2; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
           const uint16_t want = r < rows ? src[size_t(r * ld + c)] : uint16_t(0);

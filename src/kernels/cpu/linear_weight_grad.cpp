@@ -84,7 +84,7 @@ void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* 
     // that have columns of x (they all pack all of dy).
     int busy = parts;
     while (busy > 1 && share(in, kColumnStrip, busy - 1, parts).begin == in) --busy;
-    const Range sum = split_out      ? o
+    const Range sum = split_out     ? o
                       : part < busy ? share(out, kLanes, part, busy)
                                     : Range{out, out};
     const int64_t width = o.end - o.begin, strip = i.end - i.begin;
@@ -107,8 +107,7 @@ void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* 
             avx512_bf16::pack_row_pairs_summing(dy_rows + from, out, block_rows, to - from, dst,
                                                 2 * width, db + from);
           } else {
-            avx512_bf16::pack_row_pairs(dy_rows + from, out, block_rows, to - from, dst,
-                                        2 * width);
+            avx512_bf16::pack_row_pairs(dy_rows + from, out, block_rows, to - from, dst, 2 * width);
           }
         }
         // x's block one panel of 64 columns at a time. Panels, not the whole block with its
