@@ -47,6 +47,11 @@ struct PairGemm {
   int64_t m = 0, n = 0, pairs = 0;
   bool accumulate = false;  // C += A B instead of C = A B
   int64_t row_limit = -1, pair_limit = -1, first_term = -1;
+  // With c_bf16 set, c is neither read nor written: each fp32 sum, plus bias[column] where bias
+  // is set (one fp32 addition), is rounded once to bf16 (nearest even, subnormals kept) into
+  // c_bf16, whose rows are ldc elements apart. No accumulate or limits with it.
+  uint16_t* c_bf16 = nullptr;
+  const float* bias = nullptr;
 };
 
 /// dst[(r / 2) * dst_ld + 2 c + r % 2] = src[r * ld + c] for r < rows, c < cols; an odd last row

@@ -77,6 +77,19 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
   const bool rounded_by_onednn = out.dtype() == DType::bf16 && a.dtype() == DType::bf16 &&
                                  !reference_mode() && kernels::gemm_fast_has_bf16();
   const Tensor wide_bias = rounded_by_onednn && bias.defined() ? bias.to(DType::f32) : Tensor();
+  // From kPairTileMinRows rows on, mixp's own pair tiles do the product and its rounding (the
+  // same rounding, with fp32 subnormals kept): 0.86-0.99x oneDNN's time on gpt's linear layers
+  // (docs/performance.md, change 29).
+  constexpr int64_t kPairTileMinRows = 512;
+  if (rounded_by_onednn && s.m >= kPairTileMinRows && kernels::matmul_pairs_supported(s)) {
+    const int threads = num_threads();
+    Tensor space =
+        empty(Shape{kernels::matmul_pairs_workspace_bytes(s)}, DType::u8, MemoryTag::workspace);
+    kernels::matmul_pairs_bf16(s, a.raw_data(), b.raw_data(), out.raw_data(),
+                               wide_bias.defined() ? wide_bias.data<float>() : nullptr,
+                               space.data<uint8_t>(), threads);
+    return;
+  }
   auto block = [&](const kernels::GemmShape& part, const Tensor& a_part, Tensor out_part) {
     if (rounded_by_onednn) {
       kernels::gemm_fast(part, DType::bf16, a_part.raw_data(), b.raw_data(), out_part.raw_data(),

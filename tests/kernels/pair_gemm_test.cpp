@@ -160,6 +160,44 @@ TEST(PairGemm, IntegerProductsAreExactOnBothPaths) {
   }
 }
 
+// The bf16 result: each sum plus its column's bias rounded once, by both versions. Integer
+// operands make every sum exact, so both give the bits of the double sum rounded.
+TEST(PairGemm, Bf16ResultsAreTheSumsAndBiasRoundedOnce) {
+  require_bf16_units();
+  Philox rng(PhiloxState{5, 0, 0});
+  for (const Problem& p : problems()) {
+    if (p.accumulate || p.row_limit >= 0 || p.pair_limit >= 0 || p.first_term >= 0) continue;
+    const Operands o = make_operands(p, rng, true);
+    const std::vector<double> want = expected(p, o, 0.0f);
+    std::vector<float> bias(size_t(p.n));
+    for (float& v : bias) v = float(int(rng.next_u32() % 9) - 4);
+    for (kernels::PairGemmFn kernel : {kernels::avx512_bf16::pair_gemm, kernels::ref::pair_gemm}) {
+      std::vector<uint16_t> c(size_t(p.m * o.ldc), 0x7fc1);
+      kernels::PairGemm g;
+      g.a = reinterpret_cast<const uint32_t*>(o.a.data());
+      g.a_row = o.a_row;
+      g.a_pair = o.a_pair;
+      g.b = o.b.data();
+      g.ldb = o.ldb;
+      g.c_bf16 = c.data();
+      g.bias = bias.data();
+      g.ldc = o.ldc;
+      g.m = p.m;
+      g.n = p.n;
+      g.pairs = p.pairs;
+      kernel(g);
+      for (int64_t i = 0; i < p.m; ++i) {
+        for (int64_t j = 0; j < o.ldc; ++j) {
+          const size_t e = size_t(i * o.ldc + j);
+          const uint16_t expect =
+              j < p.n ? bfloat16(float(want[e] + double(bias[size_t(j)]))).bits : uint16_t(0x7fc1);
+          ASSERT_EQ(c[e], expect) << describe(p) << ", row " << i << ", column " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(PairGemm, RealProductsAgreeWithinFp32Accumulation) {
   require_bf16_units();
   Philox rng(PhiloxState{4, 0, 0});

@@ -114,6 +114,15 @@ std::vector<OpCase> all_op_cases() {
                    [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
                    2200,
                    false});
+  // 600 rows, even in-features and out-features in multiples of 16: in bf16 on the fast path
+  // the forward and input-gradient products come from mixp's pair tiles
+  // (kernels/cpu/matmul_pairs.cpp, from 512 rows), with a 16-column last panel for the 80
+  // outputs, and the weight gradient from linear_weight_grad.cpp.
+  cases.push_back({"linear/pair_tiles",
+                   {{{2, 300, 32}, any}, {{80, 32}, any}, {{80}, any}},
+                   [](const V& v) { return ops::linear(v[0], v[1], v[2]); },
+                   600,
+                   false});
   cases.push_back({"linear/no_bias",
                    {{{13, 31}, any}, {{5, 31}, any}},
                    [](const V& v) { return ops::linear(v[0], v[1]); },

@@ -10,10 +10,32 @@
 namespace mixp::kernels::avx512_bf16 {
 namespace {
 
+// The tile's sums (plus the bias) rounded to bf16: two vectors of 16 to one store of 32.
+template <int MR, int NR>
+void store_rounded(const PairGemm& g, int64_t i, int64_t j, __m512 (&acc)[MR][NR]) {
+  __m512 bias[NR];
+  for (int q = 0; q < NR; ++q) {
+    bias[q] = g.bias ? _mm512_loadu_ps(g.bias + j + 16 * q) : _mm512_setzero_ps();
+  }
+  for (int r = 0; r < MR; ++r) {
+    uint16_t* row = g.c_bf16 + (i + r) * g.ldc + j;
+    for (int q = 0; q + 1 < NR; q += 2) {
+      const __m512 lo = g.bias ? _mm512_add_ps(acc[r][q], bias[q]) : acc[r][q];
+      const __m512 hi = g.bias ? _mm512_add_ps(acc[r][q + 1], bias[q + 1]) : acc[r][q + 1];
+      _mm512_storeu_si512(row + 16 * q, convert32(lo, hi));
+    }
+    if constexpr (NR % 2 == 1) {
+      const __m512 v = g.bias ? _mm512_add_ps(acc[r][NR - 1], bias[NR - 1]) : acc[r][NR - 1];
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * (NR - 1)),
+                          _mm512_castsi512_si256(convert32(v, _mm512_setzero_ps())));
+    }
+  }
+}
+
 template <int MR, int NR>
 void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs) {
   __m512 acc[MR][NR];
-  float* c = g.c + i * g.ldc + j;
+  float* c = g.c_bf16 ? nullptr : g.c + i * g.ldc + j;
   for (int r = 0; r < MR; ++r) {
     for (int q = 0; q < NR; ++q) {
       acc[r][q] = g.accumulate ? _mm512_loadu_ps(c + r * g.ldc + 16 * q) : _mm512_setzero_ps();
@@ -31,6 +53,10 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs)
       const __m512bh av = (__m512bh)_mm512_set1_epi32(int(ap[r * g.a_row]));
       for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, bv[q]);
     }
+  }
+  if (g.c_bf16) {
+    store_rounded<MR, NR>(g, i, j, acc);
+    return;
   }
   for (int r = 0; r < MR; ++r) {
     for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * g.ldc + 16 * q, acc[r][q]);

@@ -36,14 +36,18 @@ void pair_gemm(const PairGemm& g) {
     const int64_t first =
         g.first_term >= 0 && tile_first > g.first_term ? (tile_first - g.first_term) / 2 : 0;
     for (int64_t j = 0; j < n_end; ++j) {
-      float sum = g.accumulate ? g.c[i * g.ldc + j] : 0.0f;
+      float sum = g.accumulate && !g.c_bf16 ? g.c[i * g.ldc + j] : 0.0f;
       for (int64_t p = first; p < pairs; ++p) {
         const uint32_t word = g.a[i * g.a_row + p * g.a_pair];
         const uint16_t* b = g.b + p * g.ldb + 2 * j;
         sum += widen(uint16_t(word & 0xffff)) * widen(b[0]);
         sum += widen(uint16_t(word >> 16)) * widen(b[1]);
       }
-      g.c[i * g.ldc + j] = sum;
+      if (g.c_bf16) {
+        g.c_bf16[i * g.ldc + j] = bfloat16(g.bias ? sum + g.bias[j] : sum).bits;
+      } else {
+        g.c[i * g.ldc + j] = sum;
+      }
     }
   }
 }

@@ -1,0 +1,153 @@
+// bf16 products with a bf16 result from mixp's pair tiles (kernels/cpu/matmul_pairs.cpp)
+// against sums in double: both layouts of B, bias or none, row counts around the 6-row tiles
+// and the 96-row blocks, and column counts with a short last panel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "mixp/float_types.h"
+#include "mixp/random.h"
+#include "support/tolerance.h"
+
+namespace mixp {
+namespace {
+
+double widen(uint16_t bits) { return double(float(bfloat16::from_bits(bits))); }
+
+struct Problem {
+  int64_t m, n, k;
+  bool trans_b, bias;
+};
+
+std::vector<Problem> problems() {
+  std::vector<Problem> out;
+  for (int64_t m : {1, 7, 97, 200}) {
+    for (int64_t n : {16, 80, 192}) {
+      for (int64_t k : {2, 30, 384}) {
+        out.push_back({m, n, k, true, true});
+        out.push_back({m, n, k, false, false});
+      }
+    }
+  }
+  out.push_back({600, 64, 130, true, true});  // large enough for both threads' shares
+  return out;
+}
+
+std::string describe(const Problem& p) {
+  return "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k) +
+         (p.trans_b ? ", B transposed" : "") + (p.bias ? ", bias" : "");
+}
+
+struct Operands {
+  std::vector<uint16_t> a, b;  // A [m][k]; B [n][k] when transposed, else [k][n]
+  std::vector<float> bias;
+};
+
+// Small integers: every product and partial sum is exact in fp32, in any order.
+Operands make(const Problem& p, Philox& rng, bool integers) {
+  auto value = [&] {
+    return bfloat16(float(integers ? double(int(rng.next_u32() % 17) - 8) : rng.normal())).bits;
+  };
+  Operands o;
+  for (int64_t e = 0; e < p.m * p.k; ++e) o.a.push_back(value());
+  for (int64_t e = 0; e < p.k * p.n; ++e) o.b.push_back(value());
+  for (int64_t e = 0; e < p.n; ++e) {
+    o.bias.push_back(integers ? float(int(rng.next_u32() % 9) - 4) : float(rng.normal()));
+  }
+  return o;
+}
+
+double b_at(const Problem& p, const Operands& o, int64_t k, int64_t n) {
+  return widen(o.b[size_t(p.trans_b ? n * p.k + k : k * p.n + n)]);
+}
+
+std::vector<uint16_t> run(const Problem& p, const Operands& o, int threads) {
+  kernels::GemmShape s;
+  s.m = p.m;
+  s.n = p.n;
+  s.k = p.k;
+  s.trans_b = p.trans_b;
+  EXPECT_TRUE(kernels::matmul_pairs_supported(s)) << describe(p);
+  std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  kernels::matmul_pairs_bf16(s, o.a.data(), o.b.data(), c.data(), p.bias ? o.bias.data() : nullptr,
+                             space.data(), threads);
+  return c;
+}
+
+void require_bf16_units() {
+  if (!kernels::gemm_fast_has_bf16()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+}
+
+TEST(MatmulPairs, IntegerProductsAreTheExactSumsRoundedOnce) {
+  require_bf16_units();
+  Philox rng(PhiloxState{21, 0, 0});
+  for (const Problem& p : problems()) {
+    const Operands o = make(p, rng, true);
+    const std::vector<uint16_t> c = run(p, o, 2);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        double sum = p.bias ? double(o.bias[size_t(j)]) : 0.0;
+        for (int64_t k = 0; k < p.k; ++k) sum += widen(o.a[size_t(i * p.k + k)]) * b_at(p, o, k, j);
+        ASSERT_EQ(c[size_t(i * p.n + j)], bfloat16(float(sum)).bits)
+            << describe(p) << ", row " << i << ", column " << j;
+      }
+    }
+  }
+}
+
+TEST(MatmulPairs, RealProductsAgreeWithinFp32AccumulationAndOneBf16Rounding) {
+  require_bf16_units();
+  Philox rng(PhiloxState{22, 0, 0});
+  for (const Problem& p : problems()) {
+    const Operands o = make(p, rng, false);
+    const std::vector<uint16_t> c = run(p, o, 2);
+    // Terms of either sign: the bound is on the sum of their magnitudes.
+    const test::Tolerance tol = test::tolerance(DType::bf16, p.k + 1);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        double sum = p.bias ? double(o.bias[size_t(j)]) : 0.0, magnitude = std::fabs(sum);
+        for (int64_t k = 0; k < p.k; ++k) {
+          const double term = widen(o.a[size_t(i * p.k + k)]) * b_at(p, o, k, j);
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        ASSERT_LE(std::fabs(widen(c[size_t(i * p.n + j)]) - sum), tol.atol + tol.rtol * magnitude)
+            << describe(p) << ", row " << i << ", column " << j;
+      }
+    }
+  }
+}
+
+TEST(MatmulPairs, BitsDoNotDependOnTheThreadCount) {
+  require_bf16_units();
+  Philox rng(PhiloxState{23, 0, 0});
+  for (const Problem& p : problems()) {
+    const Operands o = make(p, rng, false);
+    const std::vector<uint16_t> one = run(p, o, 1);
+    for (int threads : {2, 3}) ASSERT_EQ(run(p, o, threads), one) << describe(p) << ", " << threads;
+  }
+}
+
+TEST(MatmulPairs, TakesOnlyTheShapesItComputes) {
+  require_bf16_units();
+  kernels::GemmShape s;
+  s.m = 8;
+  s.n = 32;
+  s.k = 16;
+  EXPECT_TRUE(kernels::matmul_pairs_supported(s));
+  kernels::GemmShape odd_k = s, narrow = s, transposed_a = s, batched = s;
+  odd_k.k = 15;
+  narrow.n = 24;
+  transposed_a.trans_a = true;
+  batched.batch = 2;
+  for (const kernels::GemmShape& t : {odd_k, narrow, transposed_a, batched}) {
+    EXPECT_FALSE(kernels::matmul_pairs_supported(t)) << t.m << " " << t.n << " " << t.k;
+  }
+}
+
+}  // namespace
+}  // namespace mixp
