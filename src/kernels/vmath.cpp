@@ -17,6 +17,15 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
                : ref::gelu_tanh_backward_f32(g, x, dx, n);
 }
 
+void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  use_avx512() ? avx512::gelu_tanh_bf16(x, y, n) : ref::gelu_tanh_bf16(x, y, n);
+}
+
+void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  use_avx512() ? avx512::gelu_tanh_backward_bf16(g, x, dx, n)
+               : ref::gelu_tanh_backward_bf16(g, x, dx, n);
+}
+
 void exp_f32(const float* x, float* y, int64_t n) {
   use_avx512() ? avx512::exp_f32(x, y, n) : ref::exp_f32(x, y, n);
 }

@@ -30,6 +30,11 @@ namespace mixp::kernels {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 /// dx[i] = g[i] * gelu_tanh'(x[i]); dx may be g or x.
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+/// gelu_tanh_f32 and its backward on bf16 bits: each input widened exactly, the fp32 kernel's
+/// operations, and one rounding to bf16 (nearest even, subnormals kept): the bits of widening,
+/// the fp32 kernel and f32_to_bf16, in one pass. The output may be an input.
+void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 /// y[i] = e^x[i]; y may be x.
 void exp_f32(const float* x, float* y, int64_t n);
 /// y[i] = e^(x[i] scale - shift), the product and the difference each rounded (no fused
@@ -59,6 +64,8 @@ void accumulate_f32(const float* x, float* acc, int64_t n);
 namespace ref {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
 float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
@@ -75,6 +82,8 @@ void accumulate_f32(const float* x, float* acc, int64_t n);
 namespace avx512 {
 void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
 float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);

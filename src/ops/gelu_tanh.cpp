@@ -30,6 +30,12 @@ struct GeluTanhOp {
   static void backward_block(const float* g, const float* s, float* dx, int64_t n) {
     kernels::gelu_tanh_backward_f32(g, s, dx, n);
   }
+  static void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+    kernels::gelu_tanh_bf16(x, y, n);
+  }
+  static void backward_bf16(const uint16_t* g, const uint16_t* s, uint16_t* dx, int64_t n) {
+    kernels::gelu_tanh_backward_bf16(g, s, dx, n);
+  }
 };
 }  // namespace
 

@@ -137,11 +137,31 @@ concept HasBlockKernels = requires(const float* c, float* m, int64_t n) {
   Op::backward_block(c, c, m, n);
 };
 
+/// Ops may also have static forward_bf16(const uint16_t* x, uint16_t* y, n) and
+/// backward_bf16(const uint16_t* g, const uint16_t* saved, uint16_t* dx, n): the block kernels
+/// on bf16 bits, with the same bits as widening, the fp32 block kernel and rounding, in one
+/// pass. bf16 tensors take them on the fast path.
+template <typename Op>
+concept HasBf16Kernels = requires(const uint16_t* c, uint16_t* m, int64_t n) {
+  Op::forward_bf16(c, m, n);
+  Op::backward_bf16(c, c, m, n);
+};
+
 template <typename Op>
 Tensor unary(const Tensor& x, const Op& op) {
   check_floating(op.name, x);
   Tensor y = empty(x.shape(), x.dtype());
   visit_floating(x.dtype(), op.name, [&]<typename T>() {
+    if constexpr (HasBf16Kernels<Op> && std::is_same_v<T, bfloat16>) {
+      if (!reference_mode()) {
+        const auto* in = reinterpret_cast<const uint16_t*>(x.data<T>());
+        auto* out = reinterpret_cast<uint16_t*>(y.data<T>());
+        kernels::parallel_for(x.numel(), 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
+          Op::forward_bf16(in + begin, out + begin, end - begin);
+        });
+        return;
+      }
+    }
     if constexpr (HasBlockKernels<Op> && !std::is_same_v<T, double>) {
       if (!reference_mode()) {
         kernels::map1_block_fast(x.data<T>(), y.data<T>(), x.numel(), Op::forward_block);
@@ -165,6 +185,17 @@ std::vector<Tensor> UnaryBackward<Op>::apply(std::vector<Tensor>&& grads) {
   const Tensor& g = grads[0];
   Tensor dx = empty_like(g);
   visit_floating(g.dtype(), op.name, [&]<typename T>() {
+    if constexpr (HasBf16Kernels<Op> && std::is_same_v<T, bfloat16>) {
+      if (!reference_mode() && op.saved != Saved::nothing) {
+        const auto* grad = reinterpret_cast<const uint16_t*>(g.data<T>());
+        const auto* kept = reinterpret_cast<const uint16_t*>(saved.get().template data<T>());
+        auto* out = reinterpret_cast<uint16_t*>(dx.data<T>());
+        kernels::parallel_for(g.numel(), 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
+          Op::backward_bf16(grad + begin, kept + begin, out + begin, end - begin);
+        });
+        return;
+      }
+    }
     if constexpr (HasBlockKernels<Op> && !std::is_same_v<T, double>) {
       if (!reference_mode() && op.saved != Saved::nothing) {
         kernels::map2_block_fast(g.data<T>(), saved.get().template data<T>(), dx.data<T>(),

@@ -10,6 +10,7 @@
 
 #include "kernels/vmath.h"
 #include "mixp/cpu.h"
+#include "mixp/float_types.h"
 #include "mixp/random.h"
 #include "support/tolerance.h"
 
@@ -93,6 +94,50 @@ TEST(Vmath, EveryIsaGivesTheScalarBits) {
   expect_same_bits_on_every_isa(kernels::exp_f32, kernels::ref::exp_f32);
   expect_same_bits_on_every_isa(kernels::gelu_tanh_f32, kernels::ref::gelu_tanh_f32);
   expect_same_bits_on_every_isa(gelu_backward_of_ones, gelu_backward_of_ones_ref);
+}
+
+// The bf16 gelu kernels on every 16-bit pattern as x (subnormals, infinities, NaNs), against the
+// composition they replace: widen, the fp32 kernel, round with the conversion. Every ISA, tails
+// included; the backward with g from a second sweep of patterns.
+TEST(Vmath, Bf16GeluGivesTheBitsOfWideningTheFp32KernelAndRounding) {
+  std::vector<uint16_t> x(65536 + 5), g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = uint16_t(i);
+    g[i] = uint16_t((i * 40503u + 12345u) & 0xffff);
+  }
+  std::vector<float> wide_x(x.size()), wide_g(x.size()), y(x.size()), dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    wide_x[i] = float(bfloat16::from_bits(x[i]));
+    wide_g[i] = float(bfloat16::from_bits(g[i]));
+  }
+  kernels::ref::gelu_tanh_f32(wide_x.data(), y.data(), int64_t(x.size()));
+  kernels::ref::gelu_tanh_backward_f32(wide_g.data(), wide_x.data(), dx.data(), int64_t(x.size()));
+  std::vector<uint16_t> want_y(x.size()), want_dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    want_y[i] = bfloat16(y[i]).bits;
+    want_dx[i] = bfloat16(dx[i]).bits;
+  }
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    for (const auto& [offset, n] : std::vector<std::pair<size_t, size_t>>{
+             {0, x.size()}, {3, 1}, {5, 15}, {7, 17}, {1, 1000}}) {
+      std::vector<uint16_t> got(n), got_dx(n), scalar(n), scalar_dx(n);
+      kernels::gelu_tanh_bf16(x.data() + offset, got.data(), int64_t(n));
+      kernels::gelu_tanh_backward_bf16(g.data() + offset, x.data() + offset, got_dx.data(),
+                                       int64_t(n));
+      kernels::ref::gelu_tanh_bf16(x.data() + offset, scalar.data(), int64_t(n));
+      kernels::ref::gelu_tanh_backward_bf16(g.data() + offset, x.data() + offset, scalar_dx.data(),
+                                            int64_t(n));
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], want_y[offset + i]) << name_of(isa) << ", x bits " << x[offset + i];
+        ASSERT_EQ(scalar[i], want_y[offset + i]) << "scalar, x bits " << x[offset + i];
+        ASSERT_EQ(got_dx[i], want_dx[offset + i])
+            << name_of(isa) << ", x bits " << x[offset + i] << ", g bits " << g[offset + i];
+        ASSERT_EQ(scalar_dx[i], want_dx[offset + i]) << "scalar, x bits " << x[offset + i];
+      }
+    }
+  }
 }
 
 // The fused exponentials and sum: the output of scale_shift_exp_f32 and the sum sum_f32 gives

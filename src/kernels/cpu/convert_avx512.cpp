@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/convert_kernels.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 
 namespace mixp::kernels::avx512 {
 namespace {
@@ -151,18 +152,6 @@ void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
     store_f32(dst + i, m, _mm512_cvtph_ps(load_u16(src + i, m, block)), block);
   });
 }
-
-namespace {
-// 16 fp32 patterns to bf16 patterns, one per 32-bit lane; see round_f32_bits_to_bf16.
-inline __m512i round_to_bf16(__m512i x) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i r =
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  return _mm512_mask_or_epi32(r, is_nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-}
-}  // namespace
 
 void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   // 32 a step: packus narrows per 128-bit lane, and the permute puts the quarters in order.
