@@ -2,6 +2,9 @@
 //   fast: oneDNN matmul for f32 and bf16 inputs (bf16 only where the CPU has AVX-512 BF16;
 //         the caller widens otherwise), f32 output, or bf16 for bf16 inputs (oneDNN rounds the
 //         fp32 sums to nearest even as it stores them, flushing fp32 subnormals to zero).
+//   pairs: mixp's own bf16 products on AVX-512 BF16 (kernels/pair_gemm.h), for the linear
+//         layers: matmul_pairs_bf16 (bf16 result, A not transposed) and linear_weight_grad_fast
+//         (dW = dY^T X with the bias gradient), each sum rounded once, subnormals kept.
 //   reference: plain loops accumulating in double, f32 or f64 output.
 #pragma once
 

@@ -70,18 +70,19 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
     product_into(s, a, b, bias, out);
     return;
   }
-  // A bf16 product into a bf16 result is rounded by oneDNN as it stores its fp32 sums: one pass
+  // A bf16 product into a bf16 result is rounded as the product stores its fp32 sums: one pass
   // over a result half the size, where rounding here would read the sums back and write them
-  // again (about 5% of a bf16 gpt step). oneDNN rounds to nearest even, with fp32 subnormals
-  // flushed to zero, as vdpbf16ps flushes every partial sum before them (docs/formats.md).
-  const bool rounded_by_onednn = out.dtype() == DType::bf16 && a.dtype() == DType::bf16 &&
-                                 !reference_mode() && kernels::gemm_fast_has_bf16();
-  const Tensor wide_bias = rounded_by_onednn && bias.defined() ? bias.to(DType::f32) : Tensor();
-  // From kPairTileMinRows rows on, mixp's own pair tiles do the product and its rounding (the
-  // same rounding, with fp32 subnormals kept): 0.86-0.99x oneDNN's time on gpt's linear layers
-  // (docs/performance.md, change 29).
+  // again (about 5% of a bf16 gpt step). Both round to nearest even; oneDNN flushes fp32
+  // subnormal sums to zero, as vdpbf16ps flushes every partial sum before them, and mixp's pair
+  // tiles keep them (docs/formats.md).
+  const bool rounded_in_product = out.dtype() == DType::bf16 && a.dtype() == DType::bf16 &&
+                                  !reference_mode() && kernels::gemm_fast_has_bf16();
+  const Tensor wide_bias = rounded_in_product && bias.defined() ? bias.to(DType::f32) : Tensor();
+  // From kPairTileMinRows rows on, mixp's own pair tiles do the product and its rounding:
+  // 0.86-0.99x oneDNN's time on gpt's linear layers, and about 9% off the step
+  // (docs/performance.md, change 29). oneDNN does the rest.
   constexpr int64_t kPairTileMinRows = 512;
-  if (rounded_by_onednn && s.m >= kPairTileMinRows && kernels::matmul_pairs_supported(s)) {
+  if (rounded_in_product && s.m >= kPairTileMinRows && kernels::matmul_pairs_supported(s)) {
     const int threads = num_threads();
     Tensor space =
         empty(Shape{kernels::matmul_pairs_workspace_bytes(s)}, DType::u8, MemoryTag::workspace);
@@ -91,7 +92,7 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
     return;
   }
   auto block = [&](const kernels::GemmShape& part, const Tensor& a_part, Tensor out_part) {
-    if (rounded_by_onednn) {
+    if (rounded_in_product) {
       kernels::gemm_fast(part, DType::bf16, a_part.raw_data(), b.raw_data(), out_part.raw_data(),
                          DType::bf16, wide_bias.defined() ? wide_bias.data<float>() : nullptr);
       return;
@@ -103,7 +104,7 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
   // oneDNN's rounding needs no fp32 block of ours: the product goes whole, one parallel region
   // instead of three for gpt's widest layers (each region wakes the sleeping worker: measured
   // about 2% of a gpt amp-bf16 step against the 8 MiB blocks).
-  const int64_t rows = rounded_by_onednn ? s.m : rows_per_block(s);
+  const int64_t rows = rounded_in_product ? s.m : rows_per_block(s);
   if (s.batch != 1 || s.trans_a || rows >= s.m) {
     block(s, a, out);
     return;
