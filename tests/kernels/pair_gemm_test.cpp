@@ -63,20 +63,26 @@ Operands make_operands(const Problem& p, Philox& rng, bool integers) {
   return o;
 }
 
-std::vector<float> run(kernels::PairGemmFn kernel, const Problem& p, const Operands& o,
-                       float start) {
-  std::vector<float> c(size_t(p.m * o.ldc), start);
+// The product's operands and sizes; the caller sets where C goes.
+kernels::PairGemm product_of(const Problem& p, const Operands& o) {
   kernels::PairGemm g;
   g.a = reinterpret_cast<const uint32_t*>(o.a.data());
   g.a_row = o.a_row;
   g.a_pair = o.a_pair;
   g.b = o.b.data();
   g.ldb = o.ldb;
-  g.c = c.data();
   g.ldc = o.ldc;
   g.m = p.m;
   g.n = p.n;
   g.pairs = p.pairs;
+  return g;
+}
+
+std::vector<float> run(kernels::PairGemmFn kernel, const Problem& p, const Operands& o,
+                       float start) {
+  std::vector<float> c(size_t(p.m * o.ldc), start);
+  kernels::PairGemm g = product_of(p, o);
+  g.c = c.data();
   g.accumulate = p.accumulate;
   g.row_limit = p.row_limit;
   g.pair_limit = p.pair_limit;
@@ -173,18 +179,9 @@ TEST(PairGemm, Bf16ResultsAreTheSumsAndBiasRoundedOnce) {
     for (float& v : bias) v = float(int(rng.next_u32() % 9) - 4);
     for (kernels::PairGemmFn kernel : {kernels::avx512_bf16::pair_gemm, kernels::ref::pair_gemm}) {
       std::vector<uint16_t> c(size_t(p.m * o.ldc), 0x7fc1);
-      kernels::PairGemm g;
-      g.a = reinterpret_cast<const uint32_t*>(o.a.data());
-      g.a_row = o.a_row;
-      g.a_pair = o.a_pair;
-      g.b = o.b.data();
-      g.ldb = o.ldb;
+      kernels::PairGemm g = product_of(p, o);
       g.c_bf16 = c.data();
       g.bias = bias.data();
-      g.ldc = o.ldc;
-      g.m = p.m;
-      g.n = p.n;
-      g.pairs = p.pairs;
       kernel(g);
       for (int64_t i = 0; i < p.m; ++i) {
         for (int64_t j = 0; j < o.ldc; ++j) {
