@@ -42,8 +42,8 @@ int64_t linear_weight_grad_workspace_bytes(int64_t in, int64_t out, int threads)
 /// C [m, n] = A op(B) (+ bias) for bf16 A [m, k] (not transposed) and B, with a bf16 C: the fp32
 /// sums, plus bias[column] when bias is not null, each rounded once to bf16 (nearest even,
 /// subnormals kept), from mixp's own pair tiles (kernels/cpu/matmul_pairs.cpp). For the shapes
-/// of matmul_pairs_supported: batch 1, A not transposed, k even, n a multiple of 16, on
-/// AVX-512 BF16. `workspace` holds matmul_pairs_workspace_bytes(s) bytes, and at
+/// of matmul_pairs_supported: batch 1, A not transposed, k even and at most 4096, n a multiple
+/// of 16, on AVX-512 BF16. `workspace` holds matmul_pairs_workspace_bytes(s) bytes, and at
 /// most `threads` threads run; the bits do not depend on how many.
 bool matmul_pairs_supported(const GemmShape& s);
 int64_t matmul_pairs_workspace_bytes(const GemmShape& s);

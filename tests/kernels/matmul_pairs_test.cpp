@@ -139,12 +139,13 @@ TEST(MatmulPairs, TakesOnlyTheShapesItComputes) {
   s.n = 32;
   s.k = 16;
   EXPECT_TRUE(kernels::matmul_pairs_supported(s));
-  kernels::GemmShape odd_k = s, narrow = s, transposed_a = s, batched = s;
+  kernels::GemmShape odd_k = s, long_k = s, narrow = s, transposed_a = s, batched = s;
   odd_k.k = 15;
+  long_k.k = 4098;
   narrow.n = 24;
   transposed_a.trans_a = true;
   batched.batch = 2;
-  for (const kernels::GemmShape& t : {odd_k, narrow, transposed_a, batched}) {
+  for (const kernels::GemmShape& t : {odd_k, long_k, narrow, transposed_a, batched}) {
     EXPECT_FALSE(kernels::matmul_pairs_supported(t)) << t.m << " " << t.n << " " << t.k;
   }
 }
