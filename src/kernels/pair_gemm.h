@@ -1,7 +1,7 @@
-// Small bf16 products on operands laid out in pairs, for AVX-512 BF16's vdpbf16ps, which
+// bf16 products on operands laid out in pairs, for AVX-512 BF16's vdpbf16ps, which
 // multiplies two bf16 pairs lane by lane and adds both products to an fp32 lane. Private to
-// mixp. Their users are the tiled attention (ops/scaled_dot_product_attention_bf16.cpp) and the
-// linear layer's weight gradient (kernels/cpu/linear_weight_grad.cpp).
+// mixp. Their users: the tiled attention (ops/scaled_dot_product_attention_bf16.cpp) and the
+// linear layers' products (kernels/cpu/matmul_pairs.cpp, kernels/cpu/linear_weight_grad.cpp).
 //
 // A product C[m][n] = sum_k A[m][k] B[k][n] with k split into pairs (2p, 2p + 1):
 // - A is read as 32-bit words, word (m, p) holding A[m][2p] and A[m][2p + 1], at
@@ -58,13 +58,13 @@ struct PairGemm {
 /// pairs with zeros. dst_ld >= 2 cols.
 using PackRowPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                 uint16_t* dst, int64_t dst_ld);
-/// dst[(c / 2) * dst_ld + 2 r + c % 2] = src[r * ld + c] for r < rows, c < cols (cols and ld
-/// even, src 4-byte aligned). dst_ld >= 2 rows.
 /// pack_row_pairs, and sums[c] += src[r * ld + c] for every row r in order, each addition
 /// rounded to fp32: a linear layer's bias gradient, from the pass that packs its output
 /// gradient.
 using PackRowPairsSummingFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                        uint16_t* dst, int64_t dst_ld, float* sums);
+/// dst[(c / 2) * dst_ld + 2 r + c % 2] = src[r * ld + c] for r < rows, c < cols (cols and ld
+/// even, src 4-byte aligned). dst_ld >= 2 rows.
 using PackColumnPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                    uint16_t* dst, int64_t dst_ld);
 using PairGemmFn = void (*)(const PairGemm& g);
