@@ -54,37 +54,30 @@ struct PairGemm {
   const float* bias = nullptr;
 };
 
+using PairGemmFn = void (*)(const PairGemm& g);
+
+// The scalar versions, which define what each function computes; avx512_bf16 below has the
+// same functions.
+namespace ref {
 /// dst[(r / 2) * dst_ld + 2 c + r % 2] = src[r * ld + c] for r < rows, c < cols; an odd last row
 /// pairs with zeros. dst_ld >= 2 cols.
-using PackRowPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
-                                uint16_t* dst, int64_t dst_ld);
+void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                    int64_t dst_ld);
 /// pack_row_pairs, and sums[c] += src[r * ld + c] for every row r in order, each addition
 /// rounded to fp32: a linear layer's bias gradient, from the pass that packs its output
 /// gradient.
-using PackRowPairsSummingFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
-                                       uint16_t* dst, int64_t dst_ld, float* sums);
-/// dst[(c / 2) * dst_ld + 2 r + c % 2] = src[r * ld + c] for r < rows, c < cols (cols and ld
-/// even, src 4-byte aligned). dst_ld >= 2 rows.
-using PackColumnPairsFn = void (*)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
-                                   uint16_t* dst, int64_t dst_ld);
-using PairGemmFn = void (*)(const PairGemm& g);
-/// out[i] = bf16(x[i] / d): a softmax row's normalization and its rounding for the products in
-/// one pass (the division rounds to fp32 first, as divide_f32 then f32_to_bf16 would).
-using DivideToBf16Fn = void (*)(const float* x, int64_t n, float d, uint16_t* out);
-/// out[i] = bf16((p[i] (dp[i] - dot)) scale), each operation rounded to fp32 first: attention's
-/// score gradient dS rounded for its products, as score_grad_f32 then f32_to_bf16 would.
-using ScoreGradToBf16Fn = void (*)(const float* p, const float* dp, int64_t n, float dot,
-                                   float scale, uint16_t* out);
-
-namespace ref {
-void pack_row_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
-                    int64_t dst_ld);
 void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                             uint16_t* dst, int64_t dst_ld, float* sums);
+/// dst[(c / 2) * dst_ld + 2 r + c % 2] = src[r * ld + c] for r < rows, c < cols (cols and ld
+/// even, src 4-byte aligned). dst_ld >= 2 rows.
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld);
 void pair_gemm(const PairGemm& g);
+/// out[i] = bf16(x[i] / d): a softmax row's normalization and its rounding for the products in
+/// one pass (the division rounds to fp32 first, as divide_f32 then f32_to_bf16 would).
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
+/// out[i] = bf16((p[i] (dp[i] - dot)) scale), each operation rounded to fp32 first: attention's
+/// score gradient dS rounded for its products, as score_grad_f32 then f32_to_bf16 would.
 void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
                         uint16_t* out);
 }  // namespace ref
