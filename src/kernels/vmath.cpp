@@ -18,10 +18,12 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
 }
 
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  if (active_isa() >= Isa::avx512_bf16) return avx512_bf16::gelu_tanh_bf16(x, y, n);
   use_avx512() ? avx512::gelu_tanh_bf16(x, y, n) : ref::gelu_tanh_bf16(x, y, n);
 }
 
 void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  if (active_isa() >= Isa::avx512_bf16) return avx512_bf16::gelu_tanh_backward_bf16(g, x, dx, n);
   use_avx512() ? avx512::gelu_tanh_backward_bf16(g, x, dx, n)
                : ref::gelu_tanh_backward_bf16(g, x, dx, n);
 }

@@ -97,6 +97,11 @@ void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
 void accumulate_f32(const float* x, float* acc, int64_t n);
 }  // namespace avx512
 
+namespace avx512_bf16 {
+void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+}  // namespace avx512_bf16
+
 /// The constants both versions share (constexpr, so no inline function crosses ISA files).
 namespace vmath {
 inline constexpr float kLog2e = 1.44269504088896341f;

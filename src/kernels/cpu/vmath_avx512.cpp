@@ -4,46 +4,14 @@
 
 #include <cmath>
 
-#include "kernels/cpu/bf16_round_avx512.h"
+#include "kernels/cpu/vmath_lanes_avx512.h"
 #include "kernels/vmath.h"
 
 namespace mixp::kernels::avx512 {
 namespace {
 
 using namespace vmath;
-
-// Static so that no inline function is shared with other translation units.
-static __m512 exp16(__m512 x) {
-  // min and max return their second operand when either is NaN: constant first keeps NaN.
-  x = _mm512_max_ps(_mm512_set1_ps(kExpMin), _mm512_min_ps(_mm512_set1_ps(kExpMax), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kExpPoly[0]);
-  for (int k = 1; k < 6; ++k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[k]));
-  const __m512 one = _mm512_set1_ps(1.0f);
-  p = _mm512_fmadd_ps(p, r, one);
-  p = _mm512_fmadd_ps(p, r, one);
-  return _mm512_scalef_ps(p, n);
-}
-
-static __m512 gelu_sigmoid16(__m512 x, __m512& x2, __m512& e) {
-  x2 = _mm512_mul_ps(x, x);
-  const __m512 u = _mm512_mul_ps(_mm512_set1_ps(kGeluK),
-                                 _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(kGeluA), x2), x, x));
-  e = exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, e));
-}
-
-// Lane l plus lane l + 8, then l + 4, l + 2, l + 1 (ref's fold_lanes).
-static float fold_sum(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_extractf128_ps(s8, 0), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
+using namespace lanes;
 
 // The same folding for max_f32, `hi > lo ? hi : lo` each time: vmaxps returns its second
 // operand on ties and NaN.
@@ -52,32 +20,6 @@ static float fold_max(__m512 v) {
   const __m128 s4 = _mm_max_ps(_mm256_extractf128_ps(s8, 1), _mm256_extractf128_ps(s8, 0));
   const __m128 s2 = _mm_max_ps(_mm_movehl_ps(s4, s4), s4);
   return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(s2, s2, 1), s2));
-}
-
-static __mmask16 tail_mask(int64_t rest) { return __mmask16((1u << rest) - 1); }
-
-// 16 bf16 patterns from p, widened exactly to fp32.
-static __m512 load_bf16(const uint16_t* p) {
-  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-
-static void store_bf16(uint16_t* p, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                      _mm512_cvtepi32_epi16(round_to_bf16(_mm512_castps_si512(v))));
-}
-
-// The backward's per-lane operations: g gelu_tanh'(v).
-static __m512 gelu_grad16(__m512 g, __m512 v) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  __m512 x2, e;
-  const __m512 s = gelu_sigmoid16(v, x2, e);
-  const __m512 du =
-      _mm512_mul_ps(_mm512_set1_ps(kGeluK), _mm512_fmadd_ps(_mm512_set1_ps(kGeluA3), x2, one));
-  const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), v),
-                                 _mm512_min_ps(_mm512_mul_ps(e, s), one));  // inf * 0 -> 1
-  const __m512 d = _mm512_mul_ps(s, _mm512_fmadd_ps(t, du, one));
-  return _mm512_mul_ps(g, d);
 }
 
 }  // namespace
@@ -216,10 +158,7 @@ void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale
 void gelu_tanh_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    __m512 x2, e;
-    const __m512 s = gelu_sigmoid16(v, x2, e);
-    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, s));
+    _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
   }
   ref::gelu_tanh_f32(x + i, y + i, n - i);
 }
@@ -237,9 +176,7 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = load_bf16(x + i);
-    __m512 x2, e;
-    store_bf16(y + i, _mm512_mul_ps(v, gelu_sigmoid16(v, x2, e)));
+    store_bf16(y + i, gelu16(load_bf16(x + i)));
   }
   ref::gelu_tanh_bf16(x + i, y + i, n - i);
 }
