@@ -12,6 +12,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "kernels/layer_norm_rows.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -33,31 +34,51 @@ const kernels::Compute<T>* compute_row(const T* x, int64_t row, int64_t n,
   }
 }
 
+// One row in f64: the fp32 rows go to kernels/layer_norm_rows.h, which computes these steps.
+void forward_row_f64(const double* xr, int64_t n, const std::vector<double>& w,
+                     const std::vector<double>& b, double eps, std::vector<double>& v, double* y,
+                     double& mean, double& rstd) {
+  mean = detail::row_sum(xr, n) / double(n);
+  for (int64_t j = 0; j < n; ++j) v[size_t(j)] = xr[j] - mean;
+  rstd = 1.0 / std::sqrt(detail::row_dot(v.data(), v.data(), n) / double(n) + eps);
+  for (int64_t j = 0; j < n; ++j) {
+    double o = v[size_t(j)] * rstd;
+    if (!w.empty()) o *= w[size_t(j)];
+    if (!b.empty()) o += b[size_t(j)];
+    y[j] = o;
+  }
+}
+
 template <typename T, typename Y>
 void forward_fast(const T* x, Rows r, const std::vector<kernels::Compute<T>>& w,
                   const std::vector<kernels::Compute<T>>& b, double eps, Y* y,
                   kernels::Compute<T>* mean, kernels::Compute<T>* rstd) {
   using C = kernels::Compute<T>;
-  constexpr bool kStoredInCompute = std::is_same_v<Y, C>;
   const int64_t n = r.n;
   const int64_t grain = std::max<int64_t>(1, 4 * kernels::kBlock / n);
+  const C* wp = w.empty() ? nullptr : w.data();
+  const C* bp = b.empty() ? nullptr : b.data();
   kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<C> v(static_cast<size_t>(n));  // x - mean, then the output when T is narrower
+    std::vector<C> v(static_cast<size_t>(n));  // x widened, x - mean, then a narrower output
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, v);
-      const C m = detail::row_sum(xr, n) / C(n);
-      for (int64_t j = 0; j < n; ++j) v[size_t(j)] = xr[j] - m;
-      const C rs = C(1) / std::sqrt(detail::row_dot(v.data(), v.data(), n) / C(n) + C(eps));
-      C* out = kStoredInCompute ? reinterpret_cast<C*>(y + row * n) : v.data();
-      for (int64_t j = 0; j < n; ++j) {
-        C o = v[size_t(j)] * rs;
-        if (!w.empty()) o *= w[size_t(j)];
-        if (!b.empty()) o += b[size_t(j)];
-        out[j] = o;
+      Y* yr = y + row * n;
+      if constexpr (std::is_same_v<C, double>) {
+        forward_row_f64(xr, n, w, b, eps, v, yr, mean[row], rstd[row]);
+      } else {
+        kernels::NormStats s;
+        if constexpr (std::is_same_v<Y, float>) {
+          s = kernels::layer_norm_row_f32(xr, n, wp, bp, float(eps), v.data(), yr);
+        } else if constexpr (std::is_same_v<Y, bfloat16>) {
+          s = kernels::layer_norm_row_bf16(xr, n, wp, bp, float(eps), v.data(),
+                                           reinterpret_cast<uint16_t*>(yr));
+        } else {  // f16: rounded by the conversion kernels
+          s = kernels::layer_norm_row_f32(xr, n, wp, bp, float(eps), v.data(), v.data());
+          kernels::narrow(v.data(), n, yr);
+        }
+        mean[row] = s.mean;
+        rstd[row] = s.rstd;
       }
-      if constexpr (!kStoredInCompute) kernels::narrow(v.data(), n, y + row * n);
-      mean[row] = m;
-      rstd[row] = rs;
     }
   });
 }
@@ -98,21 +119,19 @@ struct Grads {
   std::vector<Acc>& dbias;    // sum of g over rows, [n]
 };
 
-// One row's xhat and g * weight (g when weight is null), and its terms of dweight and dbias
-// added to pw and pb. The buffers do not overlap, which lets the compiler vectorize the loop.
-template <typename C>
-void row_terms(const C* __restrict x, const C* __restrict g, const C* __restrict weight, C m, C rs,
-               int64_t n, C* __restrict xh, C* __restrict gw, C* __restrict pw, C* __restrict pb) {
+// One row in f64: the fp32 rows go to kernels/layer_norm_rows.h, which computes these steps.
+void backward_row_f64(const double* x, const double* g, const double* weight, double m, double rs,
+                      int64_t n, double* xh, double* gw, double* pw, double* pb, double* dx) {
   for (int64_t j = 0; j < n; ++j) {
     xh[j] = (x[j] - m) * rs;
     pw[j] += g[j] * xh[j];
     pb[j] += g[j];
+    gw[j] = weight == nullptr ? g[j] : g[j] * weight[j];
   }
-  if (weight == nullptr) {
-    for (int64_t j = 0; j < n; ++j) gw[j] = g[j];
-  } else {
-    for (int64_t j = 0; j < n; ++j) gw[j] = g[j] * weight[j];
-  }
+  if (dx == nullptr) return;
+  const double mean_gw = detail::row_sum(gw, n) / double(n);
+  const double mean_gwx = detail::row_dot(gw, xh, n) / double(n);
+  for (int64_t j = 0; j < n; ++j) dx[j] = rs * (gw[j] - mean_gw - xh[j] * mean_gwx);
 }
 
 template <typename T, typename G>
@@ -122,6 +141,7 @@ void backward_fast(const T* x, const G* g, const kernels::Compute<T>* mean,
   using C = kernels::Compute<T>;
   constexpr bool kStoredInCompute = std::is_same_v<T, C>;
   const int64_t n = r.n;
+  const C* wp = w.empty() ? nullptr : w.data();
   // Fixed chunks of rows, each with its own dweight/dbias partials, added in chunk order: the
   // result does not depend on the thread count.
   const int64_t grain = std::max((r.rows + 63) / 64, std::max<int64_t>(1, 4 * kernels::kBlock / n));
@@ -137,18 +157,26 @@ void backward_fast(const T* x, const G* g, const kernels::Compute<T>* mean,
     std::vector<C> xh(static_cast<size_t>(n)), gw(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, xv);
-      const C* gr = compute_row(g, row, n, gv);
-      row_terms(xr, gr, w.empty() ? nullptr : w.data(), mean[row], rstd[row], n, xh.data(),
-                gw.data(), pw, pb);
-      const C rs = rstd[row];
-      if (!out.dx) continue;
-      const C mean_gw = detail::row_sum(gw.data(), n) / C(n);
-      const C mean_gwx = detail::row_dot(gw.data(), xh.data(), n) / C(n);
-      C* dx = kStoredInCompute ? reinterpret_cast<C*>(out.dx + row * n) : xv.data();
-      for (int64_t j = 0; j < n; ++j) {
-        dx[j] = rs * (gw[size_t(j)] - mean_gw - xh[size_t(j)] * mean_gwx);
+      C* dx = !out.dx            ? nullptr
+              : kStoredInCompute ? reinterpret_cast<C*>(out.dx + row * n)
+                                 : xv.data();
+      if constexpr (std::is_same_v<C, double>) {
+        backward_row_f64(xr, compute_row(g, row, n, gv), wp, mean[row], rstd[row], n, xh.data(),
+                         gw.data(), pw, pb, dx);
+      } else {
+        const kernels::NormStats s{mean[row], rstd[row]};
+        const kernels::NormBackwardRow rows{
+            .xhat = xh.data(), .gw = gw.data(), .pw = pw, .pb = pb, .dx = dx};
+        if constexpr (std::is_same_v<G, bfloat16>) {  // widened in the kernel's registers
+          kernels::layer_norm_backward_row_bf16(xr, reinterpret_cast<const uint16_t*>(g + row * n),
+                                                wp, s, n, rows);
+        } else {
+          kernels::layer_norm_backward_row_f32(xr, compute_row(g, row, n, gv), wp, s, n, rows);
+        }
       }
-      if constexpr (!kStoredInCompute) kernels::narrow(xv.data(), n, out.dx + row * n);
+      if constexpr (!kStoredInCompute) {
+        if (dx != nullptr) kernels::narrow(xv.data(), n, out.dx + row * n);
+      }
     }
   });
   for (int64_t c = 0; c < chunks; ++c) {
