@@ -49,7 +49,8 @@ struct PairGemm {
   int64_t row_limit = -1, pair_limit = -1, first_term = -1;
   // With c_bf16 set, c is neither read nor written: each fp32 sum, plus bias[column] where bias
   // is set (one fp32 addition), is rounded once to bf16 (nearest even, subnormals kept) into
-  // c_bf16, whose rows are ldc elements apart. No accumulate or limits with it.
+  // c_bf16, whose rows are ldc elements apart. No accumulate with it; the limits apply as
+  // they do to c.
   uint16_t* c_bf16 = nullptr;
   const float* bias = nullptr;
 };

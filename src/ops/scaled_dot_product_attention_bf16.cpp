@@ -99,21 +99,22 @@ void block_scores(const Dims& d, const Layout& l, const Block& b, const bfloat16
                   .row_limit = d.causal ? b.i0 : -1});
 }
 
-// c[r][:] = sum_j a[r][j] x[j][:] over the keys of the block, a (P or dS, bf16, row length
-// width) zero beyond each row's visible keys, x packed by pairs of keys.
+// c[r][:] = sum_j a[r][j] x[j][:] over the keys of the block, rounded once to bf16 by the tiles
+// into the block's rows of c, row_stride apart: a (P or dS, bf16, row length width) zero beyond
+// each row's visible keys, x packed by pairs of keys.
 void block_times_keys(const Dims& d, const Layout& l, const Block& b, const uint16_t* a,
-                      const uint16_t* x_pairs, float* c) {
+                      const uint16_t* x_pairs, bfloat16* c, int64_t row_stride) {
   isa::pair_gemm({.a = words(a),
                   .a_row = l.width / 2,
                   .a_pair = 1,
                   .b = x_pairs,
                   .ldb = 2 * l.dh,
-                  .c = c,
-                  .ldc = l.dh,
+                  .ldc = row_stride,
                   .m = b.rows(),
                   .n = l.dh,
                   .pairs = (b.keys + 1) / 2,
-                  .pair_limit = d.causal ? b.i0 : -1});
+                  .pair_limit = d.causal ? b.i0 : -1,
+                  .c_bf16 = reinterpret_cast<uint16_t*>(c + b.i0 * row_stride)});
 }
 
 // acc[j][:] += sum_r a[r][j] y[r][:] for the block's keys j: a (P or dS) packed by pairs of
@@ -160,7 +161,7 @@ float softmax_row_to_bf16(float* row, int64_t n, float scale, uint16_t* out) {
 // counts them: about 0.7 MiB a thread for gpt's T = 256), each 64-byte aligned.
 struct Scratch {
   uint16_t *k_transposed, *v_transposed, *k_pairs, *v_pairs, *p16, *a_pairs, *y_pairs;
-  float *s, *dp, *o, *dk, *dv;
+  float *s, *dp, *dk, *dv;
 };
 
 class ScratchSpace {
@@ -195,7 +196,6 @@ class ScratchSpace {
     take(out.y_pairs, l.rows_size(kBlockRows));
     take(out.s, kBlockRows * l.width);
     take(out.dp, kBlockRows * l.width);
-    take(out.o, kBlockRows * l.dh);
     take(out.dk, l.t * l.dh);
     take(out.dv, l.t * l.dh);
     return used;
@@ -221,7 +221,7 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
   kernels::parallel_for(d.bh, 1, [&](int64_t begin, int64_t end) {
     const Scratch m = space.for_this_thread();
     uint16_t *kt = m.k_transposed, *vp = m.v_pairs, *p16 = m.p16;
-    float *s = m.s, *o = m.o;
+    float* s = m.s;
     for (int64_t pair = begin; pair < end; ++pair) {
       const int64_t at = in.at(pair);
       pack_transposed(l, k + at, ld, kt);
@@ -232,9 +232,7 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
         bf16_rows(d, l, b, p16, round_up(b.keys, 2), [&](int64_t r, int64_t n, uint16_t* row) {
           lse[pair * d.t + b.i0 + r] = softmax_row_to_bf16(s + r * l.width, n, scale, row);
         });
-        block_times_keys(d, l, b, p16, vp, o);
-        narrow_into(o, b.rows(), d.dh, out + out_rows.at(pair) + b.i0 * out_rows.row_stride,
-                    out_rows.row_stride);
+        block_times_keys(d, l, b, p16, vp, out + out_rows.at(pair), out_rows.row_stride);
       }
     }
   });
@@ -252,7 +250,7 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
     const Scratch m = space.for_this_thread();
     uint16_t *kt = m.k_transposed, *vt = m.v_transposed, *kp = m.k_pairs, *p16 = m.p16;
     uint16_t *a_pairs = m.a_pairs, *y_pairs = m.y_pairs;
-    float *s = m.s, *dp = m.dp, *o = m.o, *dk_acc = m.dk, *dv_acc = m.dv;
+    float *s = m.s, *dp = m.dp, *dk_acc = m.dk, *dv_acc = m.dv;
     for (int64_t pair = begin; pair < end; ++pair) {
       const int64_t at = in.at(pair);
       const bfloat16* gp = g + g_rows.at(pair);
@@ -284,8 +282,7 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
           isa::score_grad_to_bf16(p, p_grad, n, kernels::dot_f32(p, p_grad, n), scale, row);
         });
         if (dq != nullptr) {  // dQ = dS K
-          block_times_keys(d, l, b, p16, kp, o);
-          narrow_into(o, b.rows(), d.dh, dq + at + b.i0 * ld, ld);
+          block_times_keys(d, l, b, p16, kp, dq + at, ld);
         }
         if (dk != nullptr) {  // dK += dS^T Q
           isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
