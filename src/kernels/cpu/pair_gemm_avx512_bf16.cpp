@@ -13,74 +13,105 @@ namespace mixp::kernels::avx512_bf16 {
 namespace {
 
 // The tile's sums (plus the bias) rounded to bf16: two vectors of 16 to one store of 32.
+// Inlined, as everything the tile calls, so that its sums stay in registers.
 template <int MR, int NR>
-void store_rounded(const PairGemm& g, int64_t i, int64_t j, __m512 (&acc)[MR][NR]) {
-  __m512 bias[NR];
-  for (int q = 0; q < NR; ++q) {
-    bias[q] = g.bias ? _mm512_loadu_ps(g.bias + j + 16 * q) : _mm512_setzero_ps();
-  }
+[[gnu::always_inline]] inline void store_rounded(uint16_t* c, int64_t ldc, const float* bias,
+                                                 __m512 (&acc)[MR][NR]) {
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
-    uint16_t* row = g.c_bf16 + (i + r) * g.ldc + j;
+    uint16_t* row = c + r * ldc;
+#pragma GCC unroll 8
     for (int q = 0; q + 1 < NR; q += 2) {
-      const __m512 lo = g.bias ? _mm512_add_ps(acc[r][q], bias[q]) : acc[r][q];
-      const __m512 hi = g.bias ? _mm512_add_ps(acc[r][q + 1], bias[q + 1]) : acc[r][q + 1];
+      const __m512 lo = bias ? _mm512_add_ps(acc[r][q], _mm512_loadu_ps(bias + 16 * q)) : acc[r][q];
+      const __m512 hi =
+          bias ? _mm512_add_ps(acc[r][q + 1], _mm512_loadu_ps(bias + 16 * (q + 1))) : acc[r][q + 1];
       _mm512_storeu_si512(row + 16 * q, convert32(lo, hi));
     }
     if constexpr (NR % 2 == 1) {
-      const __m512 v = g.bias ? _mm512_add_ps(acc[r][NR - 1], bias[NR - 1]) : acc[r][NR - 1];
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * (NR - 1)),
-                          _mm512_castsi512_si256(convert32(v, _mm512_setzero_ps())));
+      const __m512 v = bias ? _mm512_add_ps(acc[r][NR - 1], _mm512_loadu_ps(bias + 16 * (NR - 1)))
+                            : acc[r][NR - 1];
+      // The low 16 words, by a masked store: GCC 12 warns on the cast to 256 bits here.
+      _mm512_mask_storeu_epi16(row + 16 * (NR - 1), __mmask32(0xffff),
+                               convert32(v, _mm512_setzero_ps()));
     }
   }
 }
 
-template <int MR, int NR>
+// What a tile does with its sums: stores them, adds them to C's, or rounds them to bf16.
+enum class Out { sums, added, bf16 };
+
+// One tile of MR x 16 NR sums, in registers from the first term to the store. The loops over
+// rows and vectors are unrolled by pragma, so that GCC treats acc as separate values: without
+// it the sums were kept on the stack, stored and reloaded around the loop, a fifth of the time
+// of a tile over the attention's 32 pairs (docs/performance.md, change 33). The output is a
+// template parameter, so one path follows the loop, and g's fields are read once (C's stores
+// could alias g: ldc was reloaded for each).
+template <int MR, int NR, Out kOut>
 void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs) {
+  const int64_t ldc = g.ldc, ldb = g.ldb, a_row = g.a_row, a_pair = g.a_pair;
   __m512 acc[MR][NR];
-  float* c = g.c_bf16 ? nullptr : g.c + i * g.ldc + j;
+#pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
     for (int q = 0; q < NR; ++q) {
-      acc[r][q] = g.accumulate ? _mm512_loadu_ps(c + r * g.ldc + 16 * q) : _mm512_setzero_ps();
+      acc[r][q] = kOut == Out::added ? _mm512_loadu_ps(g.c + (i + r) * ldc + j + 16 * q)
+                                     : _mm512_setzero_ps();
     }
   }
-  const uint32_t* a = g.a + i * g.a_row;
-  const uint16_t* b = g.b + 2 * j;
+  const uint32_t* ar[MR];  // each row's next word of A
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) ar[r] = g.a + (i + r) * a_row + first * a_pair;
+  const uint16_t* bp = g.b + 2 * j + first * ldb;
   for (int64_t p = first; p < pairs; ++p) {
     __m512bh bv[NR];
-    for (int q = 0; q < NR; ++q) {
-      bv[q] = (__m512bh)_mm512_loadu_si512(b + p * g.ldb + 32 * q);
-    }
-    const uint32_t* ap = a + p * g.a_pair;
+#pragma GCC unroll 8
+    for (int q = 0; q < NR; ++q) bv[q] = (__m512bh)_mm512_loadu_si512(bp + 32 * q);
+    bp += ldb;
+#pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(ap[r * g.a_row]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(int(*ar[r]));
+      ar[r] += a_pair;
+#pragma GCC unroll 8
       for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, bv[q]);
     }
   }
-  if (g.c_bf16) {
-    store_rounded<MR, NR>(g, i, j, acc);
-    return;
-  }
-  for (int r = 0; r < MR; ++r) {
-    for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * g.ldc + 16 * q, acc[r][q]);
+  if constexpr (kOut == Out::bf16) {
+    store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
+  } else {
+    float* c = g.c + i * ldc + j;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+      for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+    }
   }
 }
 
 using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t, int64_t);
 
-template <int MR>
+template <int MR, Out kOut>
 constexpr TileFn tile_for(int nr) {
-  return nr == 1 ? tile<MR, 1> : nr == 2 ? tile<MR, 2> : nr == 3 ? tile<MR, 3> : tile<MR, 4>;
+  return nr == 1   ? tile<MR, 1, kOut>
+         : nr == 2 ? tile<MR, 2, kOut>
+         : nr == 3 ? tile<MR, 3, kOut>
+                   : tile<MR, 4, kOut>;
 }
 
+template <Out kOut>
 TileFn tile_for(int mr, int nr) {
   switch (mr) {
-    case 1: return tile_for<1>(nr);
-    case 2: return tile_for<2>(nr);
-    case 3: return tile_for<3>(nr);
-    case 4: return tile_for<4>(nr);
-    case 5: return tile_for<5>(nr);
-    default: return tile_for<6>(nr);
+    case 1: return tile_for<1, kOut>(nr);
+    case 2: return tile_for<2, kOut>(nr);
+    case 3: return tile_for<3, kOut>(nr);
+    case 4: return tile_for<4, kOut>(nr);
+    case 5: return tile_for<5, kOut>(nr);
+    default: return tile_for<6, kOut>(nr);
   }
+}
+
+TileFn tile_for(const PairGemm& g, int mr, int nr) {
+  if (g.c_bf16) return tile_for<Out::bf16>(mr, nr);
+  return g.accumulate ? tile_for<Out::added>(mr, nr) : tile_for<Out::sums>(mr, nr);
 }
 
 // idx for _mm512_permutex2var_epi16(x0, idx, x1): pairs (x0[t], x1[t]) for t in [first, first +
@@ -210,7 +241,7 @@ void pair_gemm(const PairGemm& g) {
     const int64_t first = g.first_term >= 0 && i > g.first_term ? (i - g.first_term) / 2 : 0;
     for (int64_t j = 0; j < n_end; j += 64) {
       const int64_t nr = (n_end - j) / 16 < 4 ? (n_end - j) / 16 : 4;
-      tile_for(int(mr), int(nr))(g, i, j, first, pairs);
+      tile_for(g, int(mr), int(nr))(g, i, j, first, pairs);
     }
   }
 }
