@@ -151,9 +151,11 @@ void backward_fast(const T* x, const G* g, const kernels::Compute<T>* mean,
   kernels::parallel_for(r.rows, grain, [&](int64_t begin, int64_t end) {
     C* pw = part_w.data() + (begin / grain) * n;
     C* pb = part_b.data() + (begin / grain) * n;
-    // Widened x (then dx when T is narrower), widened g, xhat and g * weight of one row.
+    // Widened x (then dx when T is narrower), widened g (not a bf16 g of an fp32 x: the kernel
+    // widens it in registers), xhat and g * weight of one row.
     std::vector<C> xv(static_cast<size_t>(n));
-    std::vector<kernels::Compute<G>> gv(static_cast<size_t>(n));
+    constexpr bool kWidensG = std::is_same_v<G, bfloat16> && std::is_same_v<C, float>;
+    std::vector<kernels::Compute<G>> gv(kWidensG ? 0 : static_cast<size_t>(n));
     std::vector<C> xh(static_cast<size_t>(n)), gw(static_cast<size_t>(n));
     for (int64_t row = begin; row < end; ++row) {
       const C* xr = compute_row(x, row, n, xv);
