@@ -11,6 +11,7 @@
 //   const mixp::memory::Stats s = mixp::memory::stats();
 //   // s.current(mixp::MemoryTag::activation) == 2 * 1024 * 1024
 //   // s.current(mixp::DType::bf16) == 2 * 1024 * 1024
+//   // s.at_peak(mixp::MemoryTag::activation) >= 2 * 1024 * 1024
 //   std::puts(mixp::memory::report(s).c_str());
 #pragma once
 
@@ -42,6 +43,8 @@ struct Stats {
   std::array<int64_t, kMemoryTagCount> peak_by_tag{};
   std::array<int64_t, kDTypeCount> current_by_dtype{};
   std::array<int64_t, kDTypeCount> peak_by_dtype{};
+  /// Each tag's bytes at the instant the total reached peak_total; they sum to peak_total.
+  std::array<int64_t, kMemoryTagCount> at_peak_by_tag{};
   int64_t current_total = 0;
   int64_t peak_total = 0;
 
@@ -49,13 +52,15 @@ struct Stats {
   int64_t peak(MemoryTag t) const { return peak_by_tag[size_t(t)]; }
   int64_t current(DType d) const { return current_by_dtype[size_t(d)]; }
   int64_t peak(DType d) const { return peak_by_dtype[size_t(d)]; }
+  int64_t at_peak(MemoryTag t) const { return at_peak_by_tag[size_t(t)]; }
 };
 
 /// A snapshot of the counters (all threads).
 Stats stats();
 /// Sets every peak to the current value, to measure the peak of what follows.
 void reset_peaks();
-/// A table of current and peak bytes by tag and by dtype, in MiB.
+/// A table of current and peak bytes by tag and by dtype, and each tag's bytes at the total's
+/// peak, in MiB.
 std::string report(const Stats& stats);
 
 /// Bytes of freed tensor memory that mixp keeps for reuse (not counted in Stats), and a way to

@@ -1,7 +1,8 @@
 #include "mixp/memory.h"
 
-#include <atomic>
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "tensor/block_cache.h"
 
@@ -23,26 +24,12 @@ const char* name_of(MemoryTag tag) {
 namespace memory {
 namespace {
 
-struct Counter {
-  std::atomic<int64_t> current{0};
-  std::atomic<int64_t> peak{0};
-
-  void add(int64_t bytes) {
-    const int64_t now = current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    int64_t seen = peak.load(std::memory_order_relaxed);
-    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-    }
-  }
-  void sub(int64_t bytes) { current.fetch_sub(bytes, std::memory_order_relaxed); }
-  void reset_peak() {
-    peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  }
-};
-
+// One lock over all the counters, so that a snapshot (and the composition of the total at its
+// peak) is exact however many threads allocate. A step allocates a few thousand tensors; an
+// uncontended lock costs tens of nanoseconds each.
 struct Counters {
-  Counter by_tag[kMemoryTagCount];
-  Counter by_dtype[kDTypeCount];
-  Counter total;
+  std::mutex lock;
+  Stats s;
 };
 
 Counters& counters() {
@@ -50,55 +37,60 @@ Counters& counters() {
   return c;
 }
 
+void add(Stats& s, MemoryTag tag, DType dtype, int64_t bytes) {
+  const size_t t = size_t(tag), d = size_t(dtype);
+  s.current_by_tag[t] += bytes;
+  s.peak_by_tag[t] = std::max(s.peak_by_tag[t], s.current_by_tag[t]);
+  s.current_by_dtype[d] += bytes;
+  s.peak_by_dtype[d] = std::max(s.peak_by_dtype[d], s.current_by_dtype[d]);
+  s.current_total += bytes;
+  if (s.current_total > s.peak_total) {
+    s.peak_total = s.current_total;
+    s.at_peak_by_tag = s.current_by_tag;
+  }
+}
+
 }  // namespace
 
 void record_allocation(MemoryTag tag, DType dtype, int64_t bytes) {
   Counters& c = counters();
-  c.by_tag[size_t(tag)].add(bytes);
-  c.by_dtype[size_t(dtype)].add(bytes);
-  c.total.add(bytes);
+  const std::lock_guard<std::mutex> guard(c.lock);
+  add(c.s, tag, dtype, bytes);
 }
 
 void record_release(MemoryTag tag, DType dtype, int64_t bytes) {
   Counters& c = counters();
-  c.by_tag[size_t(tag)].sub(bytes);
-  c.by_dtype[size_t(dtype)].sub(bytes);
-  c.total.sub(bytes);
+  const std::lock_guard<std::mutex> guard(c.lock);
+  add(c.s, tag, dtype, -bytes);
 }
 
 Stats stats() {
   Counters& c = counters();
-  Stats s;
-  for (size_t i = 0; i < size_t(kMemoryTagCount); ++i) {
-    s.current_by_tag[i] = c.by_tag[i].current.load(std::memory_order_relaxed);
-    s.peak_by_tag[i] = c.by_tag[i].peak.load(std::memory_order_relaxed);
-  }
-  for (size_t i = 0; i < size_t(kDTypeCount); ++i) {
-    s.current_by_dtype[i] = c.by_dtype[i].current.load(std::memory_order_relaxed);
-    s.peak_by_dtype[i] = c.by_dtype[i].peak.load(std::memory_order_relaxed);
-  }
-  s.current_total = c.total.current.load(std::memory_order_relaxed);
-  s.peak_total = c.total.peak.load(std::memory_order_relaxed);
-  return s;
+  const std::lock_guard<std::mutex> guard(c.lock);
+  return c.s;
 }
 
 void reset_peaks() {
   Counters& c = counters();
-  for (Counter& k : c.by_tag) k.reset_peak();
-  for (Counter& k : c.by_dtype) k.reset_peak();
-  c.total.reset_peak();
+  const std::lock_guard<std::mutex> guard(c.lock);
+  c.s.peak_by_tag = c.s.current_by_tag;
+  c.s.peak_by_dtype = c.s.current_by_dtype;
+  c.s.peak_total = c.s.current_total;
+  c.s.at_peak_by_tag = c.s.current_by_tag;
 }
 
 std::string report(const Stats& s) {
   std::string out;
   char line[128];
   auto mib = [](int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); };
-  std::snprintf(line, sizeof line, "%-16s %12s %12s\n", "memory", "current MiB", "peak MiB");
+  std::snprintf(line, sizeof line, "%-16s %12s %12s %18s\n", "memory", "current MiB", "peak MiB",
+                "at total peak MiB");
   out += line;
   for (int i = 0; i < kMemoryTagCount; ++i) {
     if (s.peak_by_tag[size_t(i)] == 0) continue;
-    std::snprintf(line, sizeof line, "%-16s %12.2f %12.2f\n", name_of(MemoryTag(i)),
-                  mib(s.current_by_tag[size_t(i)]), mib(s.peak_by_tag[size_t(i)]));
+    std::snprintf(line, sizeof line, "%-16s %12.2f %12.2f %18.2f\n", name_of(MemoryTag(i)),
+                  mib(s.current_by_tag[size_t(i)]), mib(s.peak_by_tag[size_t(i)]),
+                  mib(s.at_peak_by_tag[size_t(i)]));
     out += line;
   }
   for (int i = 0; i < kDTypeCount; ++i) {
@@ -108,8 +100,8 @@ std::string report(const Stats& s) {
                   mib(s.current_by_dtype[size_t(i)]), mib(s.peak_by_dtype[size_t(i)]));
     out += line;
   }
-  std::snprintf(line, sizeof line, "%-16s %12.2f %12.2f\n", "total", mib(s.current_total),
-                mib(s.peak_total));
+  std::snprintf(line, sizeof line, "%-16s %12.2f %12.2f %18.2f\n", "total", mib(s.current_total),
+                mib(s.peak_total), mib(s.peak_total));
   out += line;
   return out;
 }

@@ -53,6 +53,26 @@ TEST(Tensor, LowPrecisionTensorsTakeTheirBytes) {
   EXPECT_NE(memory::report(memory::stats()).find("activation"), std::string::npos);
 }
 
+TEST(Tensor, TheTotalsPeakIsBrokenDownByTag) {
+  memory::reset_peaks();
+  const memory::Stats before = memory::stats();
+  {
+    const Tensor weights = zeros({1000}, DType::f32, MemoryTag::parameter);
+    const Tensor a = zeros({3000}, DType::bf16);  // the total peaks while both are alive
+  }
+  // A larger workspace later peaks on its own but not above the total: it does not appear.
+  { const Tensor w = zeros({1000}, DType::u8, MemoryTag::workspace); }
+  const memory::Stats s = memory::stats();
+  EXPECT_EQ(s.peak_total - before.current_total, 4000 + 6000);
+  EXPECT_EQ(s.at_peak(MemoryTag::parameter) - before.current(MemoryTag::parameter), 4000);
+  EXPECT_EQ(s.at_peak(MemoryTag::activation) - before.current(MemoryTag::activation), 6000);
+  EXPECT_EQ(s.at_peak(MemoryTag::workspace), before.current(MemoryTag::workspace));
+  EXPECT_EQ(s.peak(MemoryTag::workspace) - before.current(MemoryTag::workspace), 1000);
+  int64_t sum = 0;
+  for (int64_t bytes : s.at_peak_by_tag) sum += bytes;
+  EXPECT_EQ(sum, s.peak_total);
+}
+
 TEST(Tensor, ViewsShareStorage) {
   Tensor t = arange(12);
   Tensor v = t.reshape({3, -1});
