@@ -1,10 +1,12 @@
 // mixp::convert: checks the arguments, then runs the best kernel the active ISA allows.
 #include "mixp/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 
 #include "kernels/convert_kernels.h"
+#include "kernels/stochastic_rounding.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
 
@@ -128,15 +130,13 @@ void convert(std::span<const float8_e5m2> src, std::span<float> dst, float scale
 void convert_stochastic(std::span<const float> src, std::span<bfloat16> dst,
                         const PhiloxState& rng) {
   check_sizes("convert_stochastic f32->bf16", src, dst);
-  // One Philox block gives the random words of four consecutive elements.
   constexpr size_t kChunk = 1024;
   uint32_t random[kChunk];
   for (size_t start = 0; start < src.size(); start += kChunk) {
     const size_t count = std::min(kChunk, src.size() - start);
-    philox_words(rng, start, random, count);
-    for (size_t i = 0; i < count; ++i) {
-      dst[start + i] = bfloat16::round_stochastic(src[start + i], random[i]);
-    }
+    kernels::philox_words(rng, start, random, count);
+    kernels::round_bf16_stochastic(src.data() + start, random, 0, int64_t(count),
+                                   bits(dst.subspan(start, count)));
   }
 }
 

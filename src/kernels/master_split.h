@@ -1,0 +1,44 @@
+// The fp32 master copy of a bf16 parameter, kept in 2 bytes and 1 bit an element instead of 4
+// bytes. Private to mixp.
+//
+// The optimizer keeps every bf16 parameter equal to its fp32 master rounded to nearest even, so
+// the parameter already holds the master's top 16 bits, or those bits plus one where the
+// master rounded up. The master is therefore the parameter plus the master's low 16 bits, and
+// one bit for the single case the low bits cannot tell apart: low bits of exactly 0x8000 (a
+// tie), which rounds up from an odd top half and stays on an even one, so that an even
+// parameter P can come from the top half P (kept) or P - 1 (rounded up). Recovering the master
+// from these three is exact for every finite and infinite fp32 value; a NaN master comes back
+// as the quiet NaN of its parameter with its own low bits (its quiet bit set).
+//
+//   split:  P = round_to_nearest_even(M);  low = M & 0xffff;
+//           tie = low == 0x8000 && P != M >> 16 (the tie rounded up), 0 for NaN
+//   join:   M = ((P - up) << 16) | low,  up = P not NaN && (low > 0x8000 || low == 0x8000 && tie)
+//
+// The tie bits are packed 8 a byte, element i in bit i % 8 of byte i / 8. A call's first
+// element is bit 0 of ties[0]; split rewrites ceil(n / 8) bytes, with the bits past n zero, so
+// a call that does not end the buffer must cover a multiple of 8 elements.
+#pragma once
+
+#include <cstdint>
+
+namespace mixp::kernels {
+
+void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
+                       uint8_t* ties);
+void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
+                      float* master);
+
+namespace ref {
+void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
+                       uint8_t* ties);
+void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
+                      float* master);
+}  // namespace ref
+namespace avx512 {
+void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
+                       uint8_t* ties);
+void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
+                      float* master);
+}  // namespace avx512
+
+}  // namespace mixp::kernels
