@@ -1,8 +1,8 @@
 // A whole training step of a built-in model (mixp/nn/models.h) under a precision preset:
 // forward in the preset's Autocast scope, the loss scaled by its GradScaler, backward, AdamW
-// (the trainer's settings) and zero_grad, on synthetic batches of the model's input shape.
-// One JSON line: median step time, samples/s, the model's GFLOP/s against the machine's peak
-// for the preset's compute dtype, and peak memory by tag.
+// (the trainer's settings, with the preset's moments) and zero_grad, on synthetic batches of the
+// model's input shape. One JSON line: median step time, samples/s, the model's GFLOP/s against the
+// machine's peak for the preset's compute dtype, and peak memory by tag.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -104,16 +104,19 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
         decay, optim::AdamWOptions{.betas = {0.9, 0.99},
                                    .weight_decay = 0.1,
                                    .precision = preset.optimizer_precision,
-                                   .rounding = {1, 2, 0}}));
+                                   .rounding = {1, 2, 0},
+                                   .state_dtype = preset.optimizer_state_dtype}));
     optimizers.push_back(std::make_unique<optim::AdamW>(
         no_decay, optim::AdamWOptions{.betas = {0.9, 0.99},
                                       .weight_decay = 0.0,
                                       .precision = preset.optimizer_precision,
-                                      .rounding = {1, 3, 0}}));
+                                      .rounding = {1, 3, 0},
+                                      .state_dtype = preset.optimizer_state_dtype}));
   } else {
     optimizers.push_back(std::make_unique<optim::AdamW>(
-        params,
-        optim::AdamWOptions{.precision = preset.optimizer_precision, .rounding = {1, 2, 0}}));
+        params, optim::AdamWOptions{.precision = preset.optimizer_precision,
+                                    .rounding = {1, 2, 0},
+                                    .state_dtype = preset.optimizer_state_dtype}));
   }
   amp::GradScaler scaler = preset.make_scaler();
 
@@ -164,6 +167,9 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
   for (int t = 0; t < kMemoryTagCount; ++t)
     memory_by_tag[name_of(MemoryTag(t))] = mib(st.peak(MemoryTag(t)));
   memory_by_tag["total"] = mib(st.peak_total);
+  nlohmann::ordered_json memory_at_peak;  // what the total's peak is made of: sums to the total
+  for (int t = 0; t < kMemoryTagCount; ++t)
+    memory_at_peak[name_of(MemoryTag(t))] = mib(st.at_peak(MemoryTag(t)));
   nlohmann::ordered_json memory_by_dtype;
   for (int d = 0; d < kDTypeCount; ++d)
     if (st.peak(DType(d)) > 0) memory_by_dtype[name_of(DType(d))] = mib(st.peak(DType(d)));
@@ -190,6 +196,7 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
       {"loss", loss_value},
       {"peak_memory_mib", memory_by_tag},
       {"peak_memory_mib_by_dtype", memory_by_dtype},
+      {"memory_at_peak_mib", memory_at_peak},
       {"max_rss_mib", double(usage.ru_maxrss) / 1024.0},
   };
   std::fprintf(out, "%s\n", j.dump().c_str());

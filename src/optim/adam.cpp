@@ -7,13 +7,14 @@
 namespace mixp::optim {
 
 AdamFamily::AdamFamily(const char* name, std::vector<Tensor> parameters, double lr,
-                       Precision precision, const PhiloxState& rounding)
+                       Precision precision, const PhiloxState& rounding, DType state_dtype)
     : MasterWeightOptimizer(std::move(parameters), lr, precision, rounding), name_(name) {
   parameter_steps_.assign(parameters_.size(), 0);
-  for (const Tensor& p : parameters_) {
-    exp_avg_.push_back(zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
-    exp_avg_sq_.push_back(
-        zeros(p.shape(), detail::adam_state_dtype(p), MemoryTag::optimizer_state));
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Tensor& p = parameters_[i];
+    const DType dtype = detail::adam_state_dtype(name, i, p, state_dtype);
+    exp_avg_.push_back(zeros(p.shape(), dtype, MemoryTag::optimizer_state));
+    exp_avg_sq_.push_back(zeros(p.shape(), dtype, MemoryTag::optimizer_state));
   }
 }
 
@@ -28,15 +29,16 @@ void AdamFamily::update(const std::array<double, 2>& betas, double eps, double w
     if (!s.grad.defined()) continue;
     const int64_t t = ++parameter_steps_[i];
     if (s.param.dtype() == DType::f64) {
-      detail::adam_update<double>(s, exp_avg_[i], exp_avg_sq_[i],
-                                  {t, learning_rate(), betas, eps, weight_decay, mode});
+      detail::adam_update_f64(s, exp_avg_[i], exp_avg_sq_[i],
+                              {t, learning_rate(), betas, eps, weight_decay, mode});
     } else {
       const detail::AdamStep<float> c(t, learning_rate(), betas, eps, weight_decay, mode);
-      if (auto f = detail::fused_adam_slot(s, exp_avg_[i], exp_avg_sq_[i], c)) {
-        fused.push_back(*f);
-      } else {
-        detail::adam_update<float>(s, exp_avg_[i], exp_avg_sq_[i], c);
-      }
+      const PhiloxState state_rng = exp_avg_[i].dtype() == DType::bf16
+                                        ? take_rounding_words(uint64_t(s.param.numel()))
+                                        : PhiloxState{};
+      fused.push_back({s, exp_avg_[i], exp_avg_sq_[i], state_rng,
+                       kernels::AdamConstants{c.step_size, c.bc2_sqrt, c.b1, c.beta2, c.b2, c.e,
+                                              c.l2, c.shrink}});
     }
     bump_version(i);
   }
@@ -60,7 +62,7 @@ const AdamOptions& checked(const AdamOptions& o) {
 
 Adam::Adam(std::vector<Tensor> parameters, const AdamOptions& options)
     : AdamFamily("Adam", std::move(parameters), options.lr, checked(options).precision,
-                 options.rounding),
+                 options.rounding, options.state_dtype),
       options_(options) {}
 
 void Adam::step() {

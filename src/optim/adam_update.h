@@ -28,8 +28,14 @@ inline void check_adam_options(const char* name, double eps, std::array<double, 
              ": weight_decay must be finite and >= 0, got ", weight_decay);
 }
 
-inline DType adam_state_dtype(const Tensor& p) {
-  return p.dtype() == DType::f64 ? DType::f64 : DType::f32;
+/// The moments' dtype: f64 for f64 parameters, else the options' (f32 or bf16).
+inline DType adam_state_dtype(const char* name, size_t i, const Tensor& p, DType requested) {
+  MIXP_CHECK(requested == DType::f32 || requested == DType::bf16, name,
+             ": state_dtype must be f32 or bf16, got ", name_of(requested));
+  if (p.dtype() != DType::f64) return requested;
+  MIXP_CHECK(requested == DType::f32, name, ": parameter ", i,
+             " is f64, whose moments are f64; bf16 moments are for f32, bf16 and f16 parameters");
+  return DType::f64;
 }
 
 /// The per-element constants of one slot's update, whose parameter has had `t` updates
@@ -49,37 +55,17 @@ struct AdamStep {
         shrink(decay == Decay::decoupled ? C(1.0 - lr * weight_decay) : C(1)) {}
 };
 
-/// One slot's share of the vectorized fp32 update: fp32 weights (the parameter, or its fp32
-/// master) and gradients of any floating dtype but f64 (widened exactly, a block at a time).
+/// One slot's share of the vectorized fp32 update: any parameter but f64 (its fp32 weights
+/// from WeightBlocks), gradients of any floating dtype but f64 (widened exactly, a block at a
+/// time), and moments in fp32 or in bf16 (widened, updated in fp32, rounded back
+/// stochastically: element j uses word state_rng.offset + j, its low half for m and its high
+/// half for v).
 struct FusedAdamSlot {
-  float* w;
-  Tensor grad, param;  // param: narrowed from w after the update when bf16 or f16
-  float *m, *v;
+  MasterWeightOptimizer::Slot s;
+  Tensor exp_avg, exp_avg_sq;
+  PhiloxState state_rng;  // bf16 moments only
   kernels::AdamConstants k;
 };
-
-/// The slot as a FusedAdamSlot, if the vectorized kernel applies to it.
-inline std::optional<FusedAdamSlot> fused_adam_slot(const MasterWeightOptimizer::Slot& s,
-                                                    Tensor exp_avg, Tensor exp_avg_sq,
-                                                    const AdamStep<float>& c) {
-  Tensor param = s.param, master = s.master;  // shared storage: writable handles
-  float* w = param.dtype() == DType::f32 ? param.data<float>()
-             : master.defined()          ? master.data<float>()
-                                         : nullptr;
-  const DType gd = s.grad.dtype();
-  if (w == nullptr || exp_avg.dtype() != DType::f32 ||
-      (gd != DType::f32 && gd != DType::bf16 && gd != DType::f16) || s.compensation.defined() ||
-      s.stochastic) {
-    return std::nullopt;
-  }
-  return FusedAdamSlot{
-      w,
-      s.grad,
-      param,
-      exp_avg.data<float>(),
-      exp_avg_sq.data<float>(),
-      kernels::AdamConstants{c.step_size, c.bc2_sqrt, c.b1, c.beta2, c.b2, c.e, c.l2, c.shrink}};
-}
 
 /// The updates of all the slots in one parallel region (each region wakes the sleeping OpenMP
 /// workers, tens of microseconds on a shared VM: one per parameter tensor cost more than the
@@ -89,50 +75,62 @@ inline void run_fused_adam(const std::vector<FusedAdamSlot>& slots) {
   constexpr int64_t kChunk = 16 * kernels::kBlock;
   std::vector<std::pair<size_t, int64_t>> chunks;  // (slot, first element)
   for (size_t i = 0; i < slots.size(); ++i) {
-    for (int64_t b = 0; b < slots[i].param.numel(); b += kChunk) chunks.emplace_back(i, b);
+    for (int64_t b = 0; b < slots[i].s.param.numel(); b += kChunk) chunks.emplace_back(i, b);
   }
   kernels::parallel_for(int64_t(chunks.size()), 1, [&](int64_t first, int64_t last) {
+    float g_block[kernels::kBlock], m_block[kernels::kBlock], v_block[kernels::kBlock];
+    uint32_t words[kernels::kBlock];
     for (int64_t c = first; c < last; ++c) {
-      const FusedAdamSlot& s = slots[chunks[size_t(c)].first];
+      const FusedAdamSlot& f = slots[chunks[size_t(c)].first];
+      WeightBlocks weights(f.s);
+      Tensor exp_avg = f.exp_avg, exp_avg_sq = f.exp_avg_sq;  // writable handles
+      const bool bf16_state = exp_avg.dtype() == DType::bf16;
       const int64_t begin = chunks[size_t(c)].second;
-      const int64_t end = std::min(begin + kChunk, s.param.numel());
-      if (s.grad.dtype() == DType::f32) {
-        kernels::adam_f32(s.w + begin, s.grad.data<float>() + begin, s.m + begin, s.v + begin,
-                          end - begin, s.k);
-      } else {
-        float g[kernels::kBlock];
-        for (int64_t i = begin; i < end; i += kernels::kBlock) {
-          const int64_t len = std::min(kernels::kBlock, end - i);
-          load_block(s.grad, i, len, g);
-          kernels::adam_f32(s.w + i, g, s.m + i, s.v + i, len, s.k);
+      const int64_t end = std::min(begin + kChunk, f.s.param.numel());
+      for (int64_t i = begin; i < end; i += kernels::kBlock) {
+        const int64_t len = std::min(kernels::kBlock, end - i);
+        const float* g = g_block;
+        if (f.s.grad.dtype() == DType::f32) {
+          g = f.s.grad.data<float>() + i;
+        } else {
+          load_block(f.s.grad, i, len, g_block);
         }
-      }
-      Tensor param = s.param;  // a writable handle
-      if (param.dtype() == DType::bf16) {
-        kernels::narrow(s.w + begin, end - begin, param.data<bfloat16>() + begin);
-      } else if (param.dtype() == DType::f16) {
-        kernels::narrow(s.w + begin, end - begin, param.data<float16>() + begin);
+        float *m = m_block, *v = v_block;
+        if (bf16_state) {
+          kernels::widen(exp_avg.data<bfloat16>() + i, len, m_block);
+          kernels::widen(exp_avg_sq.data<bfloat16>() + i, len, v_block);
+        } else {
+          m = exp_avg.data<float>() + i;
+          v = exp_avg_sq.data<float>() + i;
+        }
+        kernels::adam_f32(weights.load(i, len), g, m, v, len, f.k);
+        weights.store(i, len);
+        if (bf16_state) {
+          kernels::philox_words(f.state_rng, uint64_t(i), words, uint64_t(len));
+          kernels::round_bf16_stochastic(m, words, 0, len,
+                                         reinterpret_cast<uint16_t*>(exp_avg.data<bfloat16>() + i));
+          kernels::round_bf16_stochastic(
+              v, words, 16, len, reinterpret_cast<uint16_t*>(exp_avg_sq.data<bfloat16>() + i));
+        }
       }
     }
   });
 }
 
-/// One Adam update of a slot by the scalar rule (the slots fused_adam_slot declines: f64,
-/// Kahan compensation, stochastic rounding, no fp32 weights), in the order of PyTorch's
-/// single-tensor implementation.
-template <typename C>
-void adam_update(const MasterWeightOptimizer::Slot& s, Tensor exp_avg, Tensor exp_avg_sq,
-                 const AdamStep<C>& c) {
-  const C step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, b1 = c.b1, beta2 = c.beta2, b2 = c.b2;
-  const C e = c.e, l2 = c.l2, shrink = c.shrink;
-  C* m = exp_avg.data<C>();
-  C* v = exp_avg_sq.data<C>();
-  update_parameter<C>(s, [=](int64_t i, C w, C g) {
+/// One Adam update of an f64 parameter by the scalar rule, in double, in the order of
+/// PyTorch's single-tensor implementation (the vectorized kernel runs the same rule in fp32).
+inline void adam_update_f64(const MasterWeightOptimizer::Slot& s, Tensor exp_avg, Tensor exp_avg_sq,
+                            const AdamStep<double>& c) {
+  const double step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, b1 = c.b1, beta2 = c.beta2;
+  const double b2 = c.b2, e = c.e, l2 = c.l2, shrink = c.shrink;
+  double* m = exp_avg.data<double>();
+  double* v = exp_avg_sq.data<double>();
+  update_parameter<double>(s, [=](int64_t i, double w, double g) {
     g = g + l2 * w;
     w = w * shrink;
     m[i] = m[i] + b1 * (g - m[i]);  // PyTorch's lerp
     v[i] = beta2 * v[i] + b2 * g * g;
-    const C denom = std::sqrt(v[i]) / bc2_sqrt + e;
+    const double denom = std::sqrt(v[i]) / bc2_sqrt + e;
     return w - step_size * (m[i] / denom);
   });
 }

@@ -13,7 +13,7 @@ const AdamWOptions& checked(const AdamWOptions& o) {
 
 AdamW::AdamW(std::vector<Tensor> parameters, const AdamWOptions& options)
     : AdamFamily("AdamW", std::move(parameters), options.lr, checked(options).precision,
-                 options.rounding),
+                 options.rounding, options.state_dtype),
       options_(options) {}
 
 void AdamW::step() {

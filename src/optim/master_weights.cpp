@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "kernels/master_split.h"
 #include "mixp/error.h"
 #include "tensor/tensor_impl.h"
 
@@ -18,6 +19,9 @@ const char* name_of(Precision precision) {
 
 namespace {
 bool is_low_precision(DType d) { return d == DType::bf16 || d == DType::f16; }
+
+// The low halves of a bf16 parameter's master, then its tie bits (kernels/master_split.h).
+int64_t master_low_bytes(int64_t numel) { return 2 * numel + (numel + 7) / 8; }
 }  // namespace
 
 MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> parameters, double lr,
@@ -33,7 +37,9 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> parameters, dou
                " appears twice in the list; it would be updated twice per step");
   }
   masters_.resize(parameters_.size());
+  master_lows_.resize(parameters_.size());
   compensations_.resize(parameters_.size());
+  versions_.resize(parameters_.size());
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Tensor& p = parameters_[i];
     const DType d = p.dtype();
@@ -46,18 +52,70 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> parameters, dou
       wide.copy_(g);
       p.set_grad(wide);
     }
-    if (precision == Precision::master_fp32) {
+    if (precision == Precision::master_fp32 && d == DType::bf16) {
+      // The master starts as the parameter: low halves and tie bits zero.
+      master_lows_[i] = zeros(Shape{master_low_bytes(p.numel())}, DType::u8, MemoryTag::master);
+    } else if (precision == Precision::master_fp32) {
       masters_[i] = empty(p.shape(), DType::f32, MemoryTag::master);
       masters_[i].copy_(p);
     } else if (precision == Precision::kahan) {
       compensations_[i] = zeros(p.shape(), d, MemoryTag::optimizer_state);
     }
+    versions_[i] = p.version();
   }
 }
 
-const Tensor& MasterWeightOptimizer::master(size_t i) const {
+Tensor MasterWeightOptimizer::master(size_t i) const {
   MIXP_CHECK(i < parameters_.size(), "master: parameter ", i, " of ", parameters_.size());
-  return is_low_precision(parameters_[i].dtype()) ? masters_[i] : parameters_[i];
+  const Tensor& p = parameters_[i];
+  if (!is_low_precision(p.dtype())) return p;
+  const bool stale = p.version() != versions_[i];  // the next step restarts from the parameter
+  if (masters_[i].defined()) {
+    if (!stale) return masters_[i];
+    Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace);
+    m.copy_(p);
+    return m;
+  }
+  if (!master_lows_[i].defined()) return Tensor();
+  Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace);
+  if (stale) {
+    m.copy_(p);
+    return m;
+  }
+  const int64_t n = p.numel();
+  const auto* low = master_lows_[i].data<uint8_t>();
+  kernels::join_master_bf16(static_cast<const uint16_t*>(p.raw_data()),
+                            reinterpret_cast<const uint16_t*>(low), low + 2 * n, n,
+                            m.data<float>());
+  return m;
+}
+
+void MasterWeightOptimizer::set_master(size_t i, const Tensor& value) {
+  MIXP_CHECK(i < parameters_.size(), "set_master: parameter ", i, " of ", parameters_.size());
+  Tensor p = parameters_[i];
+  MIXP_CHECK(value.defined() && value.shape() == p.shape(), "set_master: parameter ", i,
+             " has shape ", p.shape().to_string(), ", the master given ",
+             value.defined() ? value.shape().to_string() : std::string("none"));
+  if (!is_low_precision(p.dtype())) {
+    p.copy_(value);
+    versions_[i] = p.version();
+    return;
+  }
+  MIXP_CHECK(masters_[i].defined() || master_lows_[i].defined(), "set_master: parameter ", i,
+             " keeps no master under ", name_of(precision_));
+  MIXP_CHECK(value.dtype() == DType::f32, "set_master: a master is f32, got ",
+             name_of(value.dtype()));
+  if (masters_[i].defined()) {
+    masters_[i].copy_(value);
+    p.copy_(value);  // rounds to nearest even
+  } else {
+    const int64_t n = p.numel();
+    auto* low = master_lows_[i].data<uint8_t>();
+    kernels::split_master_bf16(value.data<float>(), n, static_cast<uint16_t*>(p.raw_data()),
+                               reinterpret_cast<uint16_t*>(low), low + 2 * n);
+    ++p.impl()->storage->version;
+  }
+  versions_[i] = p.version();
 }
 
 const Tensor& MasterWeightOptimizer::compensation(size_t i) const {
@@ -70,16 +128,31 @@ MasterWeightOptimizer::Slot MasterWeightOptimizer::slot(size_t i) {
   s.param = parameters_[i];
   s.grad = s.param.grad();
   if (!s.grad.defined()) return s;
+  if (s.param.version() != versions_[i]) restart_master(i);
   s.master = masters_[i];
+  s.master_low = master_lows_[i];
   s.compensation = compensations_[i];
   s.stochastic = is_low_precision(s.param.dtype()) && precision_ == Precision::stochastic_rounding;
-  if (s.stochastic) {
-    s.rng = rounding_;
-    rounding_.offset += uint64_t(s.param.numel());
-  }
+  if (s.stochastic) s.rng = take_rounding_words(uint64_t(s.param.numel()));
   return s;
 }
 
-void MasterWeightOptimizer::bump_version(size_t i) { ++parameters_[i].impl()->storage->version; }
+void MasterWeightOptimizer::restart_master(size_t i) {
+  const Tensor& p = parameters_[i];
+  if (masters_[i].defined()) masters_[i].copy_(p);
+  if (master_lows_[i].defined()) master_lows_[i].fill_(0.0);
+  if (compensations_[i].defined()) compensations_[i].fill_(0.0);
+  versions_[i] = p.version();
+}
+
+PhiloxState MasterWeightOptimizer::take_rounding_words(uint64_t count) {
+  const PhiloxState start = rounding_;
+  rounding_.offset += count;
+  return start;
+}
+
+void MasterWeightOptimizer::bump_version(size_t i) {
+  versions_[i] = ++parameters_[i].impl()->storage->version;
+}
 
 }  // namespace mixp::optim

@@ -7,9 +7,9 @@
 //
 // which returns the new weight and may read and write element i of the optimizer's state.
 // C is float for f32, bf16 and f16 parameters and double for f64 ones. Where the new weight
-// goes depends on the slot: into the parameter (f32, f64), into the fp32 master and then the
-// parameter rounded to nearest even (master_fp32), rounded stochastically into the parameter,
-// or Kahan-summed into the parameter and its compensation.
+// goes depends on the slot (WeightBlocks): into the parameter (f32, f64), into the fp32 master
+// and then the parameter rounded to nearest even (master_fp32), rounded stochastically into
+// the parameter, or Kahan-summed into the parameter and its compensation.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +19,8 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
+#include "kernels/master_split.h"
+#include "kernels/stochastic_rounding.h"
 #include "mixp/convert.h"
 #include "mixp/error.h"
 #include "mixp/format.h"
@@ -57,57 +59,117 @@ void load_block(const Tensor& t, int64_t begin, int64_t len, C* out) {
              " are not supported (f32, f64, bf16, f16 are)");
 }
 
-/// Rounds to nearest even into T and back: the value T stores.
-template <typename T>
-inline float round_to(float x) {
-  return float(T(x));
-}
+/// The fp32 weights of one slot, a block of at most kernels::kBlock elements at a time:
+///
+///   f32 parameter, or the fp32 master of an f16 one   in place
+///   bf16 parameter under master_fp32                 the master joined from the parameter and
+///                                                    its low halves, then split back
+///   stochastic_rounding                              the parameter widened, then rounded
+///                                                    stochastically with the slot's words
+///   kahan                                            the parameter widened, then Kahan-summed
+///                                                    with its compensation
+///
+/// One instance per thread: load(i, len) returns the weights of elements [i, i + len), which
+/// the caller updates in place, and store(i, len) writes them back (the f16 master's parameter
+/// rounded to nearest even). Blocks start at multiples of 8 (the tie bits are bytes).
+class WeightBlocks {
+ public:
+  explicit WeightBlocks(const MasterWeightOptimizer::Slot& s) : s_(s) {}
 
-/// Low-precision parameter of storage type T (bfloat16 or float16), compute type float.
-template <typename T, typename Rule>
-void update_low_precision(MasterWeightOptimizer::Slot s, const Rule& rule) {
-  const int64_t n = s.param.numel();
-  T* p = s.param.data<T>();
-  float* master = s.master.defined() ? s.master.data<float>() : nullptr;
-  T* comp = s.compensation.defined() ? s.compensation.data<T>() : nullptr;
-  kernels::parallel_for(n, 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
-    float w[kernels::kBlock], g[kernels::kBlock], c[kernels::kBlock];
+  float* load(int64_t i, int64_t len) {
+    if (s_.param.dtype() == DType::f32) return s_.param.data<float>() + i;
+    if (s_.master.defined()) return s_.master.data<float>() + i;
+    if (s_.master_low.defined()) {
+      const int64_t n = s_.param.numel();
+      const auto* low = s_.master_low.data<uint8_t>();
+      kernels::join_master_bf16(param_bits() + i, reinterpret_cast<const uint16_t*>(low) + i,
+                                low + 2 * n + i / 8, len, w_);
+      return w_;
+    }
+    if (s_.param.dtype() == DType::bf16) {
+      kernels::widen(s_.param.data<bfloat16>() + i, len, w_);
+    } else {
+      kernels::widen(s_.param.data<float16>() + i, len, w_);
+    }
+    if (s_.compensation.defined()) std::copy(w_, w_ + len, before_);
+    return w_;
+  }
+
+  void store(int64_t i, int64_t len) {
+    Tensor& param = s_.param;
+    const DType dtype = param.dtype();
+    if (dtype == DType::f32) return;
+    if (s_.master.defined()) {
+      kernels::narrow(s_.master.data<float>() + i, len, param.data<float16>() + i);
+    } else if (s_.master_low.defined()) {
+      const int64_t n = param.numel();
+      auto* low = s_.master_low.data<uint8_t>();
+      kernels::split_master_bf16(w_, len, param_bits() + i, reinterpret_cast<uint16_t*>(low) + i,
+                                 low + 2 * n + i / 8);
+    } else if (s_.compensation.defined()) {
+      dtype == DType::bf16 ? kahan<bfloat16>(i, len) : kahan<float16>(i, len);
+    } else {
+      MIXP_ASSERT(s_.stochastic,
+                  "a low-precision parameter needs a master, a compensation or stochastic "
+                  "rounding");
+      round_stochastically(i, len);
+    }
+  }
+
+ private:
+  uint16_t* param_bits() { return static_cast<uint16_t*>(s_.param.raw_data()); }
+
+  // y = update - c; t = round(w + y); c = (t - w) - y; w = t, with the update new - before.
+  template <typename T>
+  void kahan(int64_t i, int64_t len) {
+    Tensor &param = s_.param, &compensation = s_.compensation;
+    float c[kernels::kBlock];
+    kernels::widen(compensation.data<T>() + i, len, c);
+    for (int64_t j = 0; j < len; ++j) {
+      const float y = (w_[j] - before_[j]) - c[j];
+      const float t = float(T(before_[j] + y));
+      c[j] = (t - before_[j]) - y;
+      w_[j] = t;
+    }
+    kernels::narrow(w_, len, param.data<T>() + i);  // exact: every w_[j] is a T value
+    kernels::narrow(c, len, compensation.data<T>() + i);
+  }
+
+  // Element j of the parameter uses word s_.rng.offset + j of the slot's stream.
+  void round_stochastically(int64_t i, int64_t len) {
+    Tensor& param = s_.param;
+    PhiloxState rng = s_.rng;
+    if (param.dtype() == DType::bf16) {
+      uint32_t words[kernels::kBlock];
+      kernels::philox_words(rng, uint64_t(i), words, uint64_t(len));
+      kernels::round_bf16_stochastic(w_, words, 0, len, param_bits() + i);
+      return;
+    }
+    rng.offset += uint64_t(i);
+    round_to_format(Format::fp16(), std::span<const float>(w_, size_t(len)),
+                    std::span<float>(w_, size_t(len)), Rounding::stochastic, Overflow::inf_or_nan,
+                    rng);
+    kernels::narrow(w_, len, param.data<float16>() + i);  // exact after the stochastic rounding
+  }
+
+  MasterWeightOptimizer::Slot s_;  // a copy: writable handles
+  float w_[kernels::kBlock];
+  float before_[kernels::kBlock];  // kahan: the weights before the update
+};
+
+/// Applies `rule` to the elements of a low-precision or f32 parameter: a block of fp32
+/// weights and gradients at a time, split over threads.
+template <typename Rule>
+void update_fp32_weights(const MasterWeightOptimizer::Slot& s, const Rule& rule) {
+  kernels::parallel_for(s.param.numel(), 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
+    WeightBlocks weights(s);
+    float g[kernels::kBlock];
     for (int64_t i = begin; i < end; i += kernels::kBlock) {
       const int64_t len = std::min(kernels::kBlock, end - i);
       load_block(s.grad, i, len, g);
-      if (master) {
-        float* m = master + i;
-        for (int64_t j = 0; j < len; ++j) m[j] = rule(i + j, m[j], g[j]);
-        kernels::narrow(m, len, p + i);
-      } else if (comp) {
-        kernels::widen(p + i, len, w);
-        kernels::widen(comp + i, len, c);
-        for (int64_t j = 0; j < len; ++j) {
-          const float y = (rule(i + j, w[j], g[j]) - w[j]) - c[j];
-          const float t = round_to<T>(w[j] + y);
-          c[j] = (t - w[j]) - y;
-          w[j] = t;
-        }
-        kernels::narrow(w, len, p + i);  // exact: every w[j] is a T value
-        kernels::narrow(c, len, comp + i);
-      } else {
-        MIXP_ASSERT(s.stochastic,
-                    "a low-precision parameter needs a master, a compensation or "
-                    "stochastic rounding");
-        kernels::widen(p + i, len, w);
-        for (int64_t j = 0; j < len; ++j) w[j] = rule(i + j, w[j], g[j]);
-        PhiloxState rng = s.rng;
-        rng.offset += uint64_t(i);
-        if constexpr (std::is_same_v<T, bfloat16>) {
-          convert_stochastic(std::span<const float>(w, size_t(len)),
-                             std::span<bfloat16>(p + i, size_t(len)), rng);
-        } else {
-          round_to_format(Format::fp16(), std::span<const float>(w, size_t(len)),
-                          std::span<float>(w, size_t(len)), Rounding::stochastic,
-                          Overflow::inf_or_nan, rng);
-          kernels::narrow(w, len, p + i);  // exact after the stochastic rounding
-        }
-      }
+      float* w = weights.load(i, len);
+      for (int64_t j = 0; j < len; ++j) w[j] = rule(i + j, w[j], g[j]);
+      weights.store(i, len);
     }
   });
 }
@@ -127,21 +189,10 @@ void update_parameter(MasterWeightOptimizer::Slot s, const Rule& rule) {
         for (int64_t j = 0; j < len; ++j) p[i + j] = rule(i + j, p[i + j], g[j]);
       }
     });
-  } else if (dtype == DType::f32) {
-    float* p = s.param.data<float>();
-    kernels::parallel_for(s.param.numel(), 16 * kernels::kBlock, [&](int64_t begin, int64_t end) {
-      float g[kernels::kBlock];
-      for (int64_t i = begin; i < end; i += kernels::kBlock) {
-        const int64_t len = std::min(kernels::kBlock, end - i);
-        load_block(s.grad, i, len, g);
-        for (int64_t j = 0; j < len; ++j) p[i + j] = rule(i + j, p[i + j], g[j]);
-      }
-    });
-  } else if (dtype == DType::bf16) {
-    update_low_precision<bfloat16>(s, rule);
   } else {
-    MIXP_ASSERT(dtype == DType::f16, "parameter dtype ", name_of(dtype));
-    update_low_precision<float16>(s, rule);
+    MIXP_ASSERT(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16,
+                "parameter dtype ", name_of(dtype));
+    update_fp32_weights(s, rule);
   }
 }
 

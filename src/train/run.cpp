@@ -234,6 +234,7 @@ std::string run_config_json(const RunConfig& c) {
       {"batch", c.batch},
       {"train",
        {{"precision", t.precision},
+        {"optimizer_state", name_of(optimizer_state_dtype(t))},
         {"epochs", t.epochs},
         {"steps", t.steps},
         {"lr", t.lr ? nlohmann::json(*t.lr) : nlohmann::json(nullptr)},
@@ -267,6 +268,8 @@ RunConfig run_config_from_json(const std::string& text) {
     c.batch = j.at("batch").get<int64_t>();
     const nlohmann::json& t = j.at("train");
     c.train.precision = t.at("precision").get<std::string>();
+    // Absent from checkpoints written before bf16 moments existed: fp32 moments.
+    c.train.optimizer_state = t.value("optimizer_state", std::string("f32"));
     c.train.epochs = t.at("epochs").get<int64_t>();
     c.train.steps = t.at("steps").get<int64_t>();
     if (!t.at("lr").is_null()) c.train.lr = t.at("lr").get<double>();

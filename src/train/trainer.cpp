@@ -168,6 +168,7 @@ json summary_object(const TrainResult& r) {
                    : r.task == nn::Task::language_model ? "language_model"
                                                         : "regression"},
           {"precision", r.precision},
+          {"optimizer_state", r.optimizer_state},
           {"steps", r.steps},
           {"epochs", r.epochs},
           {"final_train_loss", r.final_train_loss},
@@ -285,8 +286,16 @@ std::string summary_json(const TrainResult& result) {
   return summary_object(result).dump(2) + "\n";
 }
 
+DType optimizer_state_dtype(const TrainOptions& o) {
+  if (o.optimizer_state.empty()) return amp::preset(o.precision).optimizer_state_dtype;
+  MIXP_CHECK(o.optimizer_state == "f32" || o.optimizer_state == "bf16",
+             "train: the optimizer state must be f32 or bf16, got '", o.optimizer_state, "'");
+  return parse_dtype(o.optimizer_state);
+}
+
 TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   const amp::Preset& preset = amp::preset(o.precision);
+  const DType state_dtype = optimizer_state_dtype(o);
   // The FP8 presets' amax histories and scales: updated after every step, part of a checkpoint.
   const std::unique_ptr<amp::Fp8State> fp8 = preset.make_fp8_state();
   const nn::Task task = model.task();
@@ -338,18 +347,22 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
                                        .betas = {0.9, 0.99},
                                        .weight_decay = 0.1,
                                        .precision = preset.optimizer_precision,
-                                       .rounding = rounding}));
+                                       .rounding = rounding,
+                                       .state_dtype = state_dtype}));
       if (!no_decay.empty())
         optimizers.push_back(std::make_unique<optim::AdamW>(
             no_decay, optim::AdamWOptions{.lr = lr,
                                           .betas = {0.9, 0.99},
                                           .weight_decay = 0.0,
                                           .precision = preset.optimizer_precision,
-                                          .rounding = {o.seed, kRoundingStream + 1, 0}}));
+                                          .rounding = {o.seed, kRoundingStream + 1, 0},
+                                          .state_dtype = state_dtype}));
     } else {
       optimizers.push_back(std::make_unique<optim::AdamW>(
-          params, optim::AdamWOptions{
-                      .lr = lr, .precision = preset.optimizer_precision, .rounding = rounding}));
+          params, optim::AdamWOptions{.lr = lr,
+                                      .precision = preset.optimizer_precision,
+                                      .rounding = rounding,
+                                      .state_dtype = state_dtype}));
     }
   }
   // Language models: nanoGPT's warmup then cosine decay to lr / 10. Classifiers: cosine decay
@@ -380,6 +393,7 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   TrainResult r;
   r.model_name = o.model_name;
   r.precision = preset.name;
+  r.optimizer_state = name_of(state_dtype);
   r.task = task;
   ProgressDisplay progress(o.log, o.progress, o.log_interval);
   if (o.log && o.progress != Progress::none)
@@ -403,19 +417,28 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
   // Checkpoints: the tensors by name, and the state of everything else as JSON metadata.
   const auto named_params = model.named_parameters();
   const auto named_buffers = model.named_buffers();
+  // The optimizers' state by checkpoint name. Moments and compensations are the optimizers'
+  // own tensors, restored by copy_; a master is restored through set_master (a bf16
+  // parameter's master is assembled for the file from the parameter and its low halves).
+  struct OptimizerTensor {
+    std::string name;
+    Tensor tensor;
+    size_t optimizer = 0, parameter = 0;
+    bool is_master = false;
+  };
   auto optimizer_tensors = [&]() {
-    std::vector<std::pair<std::string, Tensor>> t;
+    std::vector<OptimizerTensor> t;
     for (size_t k = 0; k < optimizers.size(); ++k) {
       const optim::AdamW& opt = *optimizers[k];
       for (size_t i = 0; i < opt.parameters().size(); ++i) {
         const std::string prefix = "optim/" + std::to_string(k) + "/" + std::to_string(i) + "/";
-        t.emplace_back(prefix + "exp_avg", opt.exp_avg(i));
-        t.emplace_back(prefix + "exp_avg_sq", opt.exp_avg_sq(i));
-        const Tensor& master = opt.master(i);
+        t.push_back({prefix + "exp_avg", opt.exp_avg(i)});
+        t.push_back({prefix + "exp_avg_sq", opt.exp_avg_sq(i)});
+        const Tensor master = opt.master(i);
         if (master.defined() && master.impl() != opt.parameters()[i].impl())
-          t.emplace_back(prefix + "master", master);
+          t.push_back({prefix + "master", master, k, i, true});
         if (opt.compensation(i).defined())
-          t.emplace_back(prefix + "compensation", opt.compensation(i));
+          t.push_back({prefix + "compensation", opt.compensation(i)});
       }
     }
     return t;
@@ -430,7 +453,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& [name, p] : named_params) tensors.emplace_back("param/" + name, p->detach());
     for (const auto& [name, b] : named_buffers) tensors.emplace_back("buffer/" + name, *b);
-    for (auto& t : optimizer_tensors()) tensors.push_back(std::move(t));
+    for (auto& t : optimizer_tensors())
+      tensors.emplace_back(std::move(t.name), std::move(t.tensor));
     if (fp8) {
       for (auto& t : fp8->state()) tensors.push_back(std::move(t));
     }
@@ -472,8 +496,11 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
         {"version", "1"},
         {"step", std::to_string(step)},
         {"config", o.config},
-        {"options",
-         json{{"model", o.model_name}, {"precision", preset.name}, {"total", total}}.dump()},
+        {"options", json{{"model", o.model_name},
+                         {"precision", preset.name},
+                         {"optimizer_state", name_of(state_dtype)},
+                         {"total", total}}
+                        .dump()},
         {"trainer", trainer.dump()},
         {"optimizers", opts.dump()},
         {"scaler", scaler_state.dump()},
@@ -493,15 +520,27 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
     MIXP_CHECK(options.at("precision").get<std::string>() == preset.name, c.path,
                ": written under preset ", options.at("precision").get<std::string>(), ", not ",
                preset.name);
+    // Checkpoints from before bf16 moments existed have fp32 ones.
+    const std::string saved_state = options.value("optimizer_state", std::string("f32"));
+    MIXP_CHECK(saved_state == name_of(state_dtype), c.path, ": written with ", saved_state,
+               " optimizer moments, this run keeps ", name_of(state_dtype),
+               " (TrainOptions::optimizer_state, mixp train --optimizer-state)");
     MIXP_CHECK(options.at("total").get<int64_t>() == total, c.path, ": a run of ",
                options.at("total").get<int64_t>(), " steps, not ", total);
     std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, source)
+    std::vector<OptimizerTensor> masters;           // (optimizer, parameter, saved master)
     for (const auto& [name, p] : named_params)
       copies.emplace_back(*p, checkpoint_tensor(c, "param/" + name, *p));
     for (const auto& [name, b] : named_buffers)
       copies.emplace_back(*b, checkpoint_tensor(c, "buffer/" + name, *b));
-    for (const auto& [name, t] : optimizer_tensors())
-      copies.emplace_back(t, checkpoint_tensor(c, name, t));
+    for (const OptimizerTensor& t : optimizer_tensors()) {
+      const Tensor& saved = checkpoint_tensor(c, t.name, t.tensor);
+      if (t.is_master) {
+        masters.push_back({t.name, saved, t.optimizer, t.parameter, true});
+      } else {
+        copies.emplace_back(t.tensor, saved);
+      }
+    }
     const json trainer = metadata_json(c, "trainer"), opts = metadata_json(c, "optimizers"),
                scaler_json = metadata_json(c, "scaler"), gen = metadata_json(c, "generator"),
                loader_json = metadata_json(c, "loader"), history = metadata_json(c, "history");
@@ -537,11 +576,14 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& o) {
         amp::Fp8State probe(fp8->recipe());
         probe.load_state(fp8_tensors);
       }
-      apply_checkpoint = [&, copies, fp8_tensors, trainer, opts, scaler_state, gen, loader,
+      apply_checkpoint = [&, copies, masters, fp8_tensors, trainer, opts, scaler_state, gen, loader,
                           parameter_steps, log, evals, saved_step]() {
         {
           NoGradGuard no_grad;
           for (auto [dst, src] : copies) dst.copy_(src);
+          // After the parameters: each writes its parameter as its master rounded.
+          for (const OptimizerTensor& m : masters)
+            optimizers[m.optimizer]->set_master(m.parameter, m.tensor);
         }
         for (size_t k = 0; k < optimizers.size(); ++k) {
           optim::AdamW& opt = *optimizers[k];

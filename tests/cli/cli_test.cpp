@@ -356,6 +356,7 @@ TEST_F(Cli, TrainArgumentErrorsExitWithStatus2AndAMessage) {
       {"train --model cnn --epochs 1 --steps 5", "excludes"},
       {"train --model resnet", "unknown model 'resnet'"},
       {"train --model cnn --precision fp33", "fp33"},
+      {"train --model cnn --precision bf16 --optimizer-state f16", "--optimizer-state"},
       {"train --model cnn --steps 0", "--steps must be at least 1"},
       {"train --model cnn --batch -3", "--batch"},
       {"train --model cnn --data /nonexistent/mixp", "no IDX data set at /nonexistent/mixp"},
@@ -378,7 +379,7 @@ TEST_F(Cli, TrainHelpListsTheFlags) {
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* flag :
        {"--model", "--data", "--precision", "--epochs", "--steps", "--batch", "--lr", "--seed",
-        "--threads", "--out", "--layers", "--heads", "--width", "--context"})
+        "--threads", "--out", "--layers", "--heads", "--width", "--context", "--optimizer-state"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -511,6 +512,34 @@ TEST_F(Cli, TrainsTheDeepMlpOnItsSyntheticRegression) {
   const double first = std::strtod(summary.c_str() + at + 8, nullptr);
   EXPECT_LT(json_number(summary, "final_eval_loss"), 0.5 * first) << summary;
   EXPECT_NE(slurp(out / "loss.svg").find("mean squared error"), std::string::npos);
+}
+
+// --optimizer-state reaches AdamW: the bf16 preset keeps bf16 moments unless told otherwise,
+// the summary says which, and a resumed run keeps its own and refuses the other.
+TEST_F(Cli, OptimizerStateChoosesTheMomentsAndIsPartOfTheRun) {
+  auto run = [&](const std::string& flags, const fs::path& out) {
+    const CliResult r =
+        mixp("train --model deep-mlp --precision bf16 --steps 4 --lr 1e-5 --checkpoint-every 2 " +
+             flags + " --out '" + out.string() + "'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return slurp(out / "summary.json");
+  };
+  const std::string preset = run("", dir_ / "preset");
+  EXPECT_NE(preset.find("\"optimizer_state\": \"bf16\""), std::string::npos) << preset;
+  const std::string wide = run("--optimizer-state f32", dir_ / "wide");
+  EXPECT_NE(wide.find("\"optimizer_state\": \"f32\""), std::string::npos) << wide;
+  // bf16 moments take half the bytes of f32 ones (peak_memory_bytes' optimizer_state, the
+  // key's last occurrence).
+  EXPECT_GT(json_number(wide, "optimizer_state"), 0.0) << wide;
+  EXPECT_EQ(2 * json_number(preset, "optimizer_state"), json_number(wide, "optimizer_state"));
+
+  const CliResult other =
+      mixp("train --resume '" + (dir_ / "wide").string() + "' --optimizer-state bf16");
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("--optimizer-state bf16 differs from the run's f32"), std::string::npos)
+      << other.err;
+  const CliResult same = mixp("train --resume '" + (dir_ / "wide").string() + "'");
+  EXPECT_EQ(same.status, 0) << same.err;
 }
 
 // --underflow-growth reaches GradScalerOptions::underflow_fraction: on the deep narrow model,

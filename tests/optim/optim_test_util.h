@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "mixp/tensor.h"
@@ -27,6 +28,14 @@ inline std::vector<double> set_grad(Tensor& p, const std::vector<double>& g, DTy
   Tensor grad = from_values(g, p.shape(), dtype, MemoryTag::gradient);
   p.set_grad(grad);
   return grad.to_vector();
+}
+
+/// The bit patterns of a tensor of 2-byte (bf16, f16) or 4-byte (f32) elements.
+template <typename Bits>
+std::vector<Bits> bits_of(const Tensor& t) {
+  std::vector<Bits> bits(static_cast<size_t>(t.numel()));
+  std::memcpy(bits.data(), t.raw_data(), bits.size() * sizeof(Bits));
+  return bits;
 }
 
 }  // namespace mixp::test

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mixp/error.h"
 #include "mixp/float_types.h"
 #include "mixp/memory.h"
 #include "mixp/ops.h"
@@ -19,11 +20,7 @@ namespace {
 
 using optim::Precision;
 
-std::vector<uint16_t> bits_of(const Tensor& t) {
-  std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-  std::memcpy(bits.data(), t.raw_data(), bits.size() * sizeof(uint16_t));
-  return bits;
-}
+std::vector<uint16_t> bits_of(const Tensor& t) { return test::bits_of<uint16_t>(t); }
 
 // The update of every test below: lr * g = 2^-12, a sixteenth of the bf16 spacing 2^-8 just
 // below 1 and an eighth of half the spacing 2^-7 above it, so rounding to nearest loses it.
@@ -44,17 +41,20 @@ TEST(MasterWeights, Fp32MasterAccumulatesTinyUpdatesAndMovesTheBf16Parameter) {
   Tensor p = test::parameter(start, DType::bf16);
   const int64_t master_before = memory::stats().current(MemoryTag::master);
   optim::Sgd opt({p}, {.lr = kLr});
-  EXPECT_EQ(memory::stats().current(MemoryTag::master) - master_before, 4 * int64_t(start.size()));
-  const Tensor& master = opt.master(0);
-  ASSERT_TRUE(master.defined());
-  EXPECT_EQ(master.dtype(), DType::f32);
-  EXPECT_EQ(master.tag(), MemoryTag::master);
+  // The master's low halves and tie bits: 2 bytes and 1 bit an element, the parameter holds
+  // the rest.
+  EXPECT_EQ(memory::stats().current(MemoryTag::master) - master_before,
+            2 * int64_t(start.size()) + (int64_t(start.size()) + 7) / 8);
+  ASSERT_TRUE(opt.master(0).defined());
+  EXPECT_EQ(opt.master(0).dtype(), DType::f32);
+  EXPECT_EQ(opt.master(0).to_vector(), p.to_vector());  // it starts as the parameter
   EXPECT_EQ(p.grad_dtype(), DType::f32);
   const std::vector<uint16_t> initial = bits_of(p);
   constexpr int kSteps = 40;
   for (int s = 0; s < kSteps; ++s) {
     test::set_grad(p, std::vector<double>(start.size(), kGrad), DType::f32);
     opt.step();
+    const Tensor master = opt.master(0);
     // The parameter is the master rounded to nearest even, after every step.
     const std::vector<double> m = master.to_vector();
     const std::vector<uint16_t> b = bits_of(p);
@@ -89,6 +89,58 @@ TEST(MasterWeights, Bf16AdamMasterIsBitwiseTheFp32Run) {
     EXPECT_EQ(low.to_vector(), full.to(DType::bf16).to_vector());
   }
   EXPECT_TRUE(b.master(0).is_same(full));  // fp32 parameters are their own master
+}
+
+TEST(MasterWeights, ABf16MasterKeepsEveryBitTiesIncluded) {
+  // Masters whose low halves are exactly 0x8000 (ties, from odd and even top halves), 0, and
+  // others; a step with a zero gradient leaves each master as it is, bit for bit.
+  const std::vector<uint32_t> kinds = {0x3f818000u, 0x3f808000u, 0xbf818000u,
+                                       0x3f800000u, 0x3f807fffu, 0x3f808001u,
+                                       0x00018000u, 0x7f7f8000u, 0x12345678u};
+  std::vector<uint32_t> bits;  // 4 of each: past the vector kernels' 16 lanes, and a tail
+  for (int copy = 0; copy < 4; ++copy) bits.insert(bits.end(), kinds.begin(), kinds.end());
+  std::vector<float> values(bits.size());
+  std::memcpy(values.data(), bits.data(), bits.size() * sizeof(float));
+  Tensor p = test::parameter(std::vector<double>(bits.size(), 0.0), DType::bf16);
+  optim::Sgd opt({p}, {.lr = kLr});
+  opt.set_master(0, from_buffer(values.data(), {int64_t(values.size())}, DType::f32));
+  for (size_t i = 0; i < values.size(); ++i)  // the parameter is the master rounded
+    EXPECT_EQ(bits_of(p)[i], bfloat16(values[i]).bits) << i;
+  for (int s = 0; s < 3; ++s) {
+    test::set_grad(p, std::vector<double>(bits.size(), 0.0), DType::f32);
+    opt.step();
+    const Tensor m = opt.master(0);
+    std::vector<uint32_t> got(bits.size());
+    std::memcpy(got.data(), m.raw_data(), got.size() * sizeof(uint32_t));
+    EXPECT_EQ(got, bits) << "step " << s;
+  }
+}
+
+TEST(MasterWeights, AParameterWrittenByOthersRestartsItsMaster) {
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(name_of(dtype));
+    Tensor p = test::parameter({1.0, -2.0}, dtype);
+    optim::Sgd opt({p}, {.lr = kLr});
+    test::set_grad(p, {kGrad, kGrad}, DType::f32);
+    opt.step();  // the master is now 1 - 2^-12, which the parameter does not show
+    EXPECT_NE(opt.master(0).to_vector(), p.to_vector());
+    p.copy_(from_values({4.0, 8.0}, p.shape()));  // loaded weights, say
+    EXPECT_EQ(opt.master(0).to_vector(), (std::vector<double>{4.0, 8.0}));
+    test::set_grad(p, {kGrad, kGrad}, DType::f32);
+    opt.step();  // from the new weights, not from the old master
+    EXPECT_EQ(opt.master(0).to_vector(), (std::vector<double>{4.0 - kUpdate, 8.0 - kUpdate}));
+  }
+}
+
+TEST(MasterWeights, SetMasterChecksWhatItIsGiven) {
+  Tensor p = test::parameter({1.0, 2.0}, DType::bf16);
+  optim::Sgd opt({p});
+  EXPECT_THROW(opt.set_master(0, from_values({1.0}, {1})), Error);                    // shape
+  EXPECT_THROW(opt.set_master(0, from_values({1.0, 2.0}, {2}, DType::bf16)), Error);  // dtype
+  EXPECT_THROW(opt.set_master(1, from_values({1.0, 2.0}, {2})), Error);               // index
+  Tensor q = test::parameter({1.0, 2.0}, DType::bf16);
+  optim::Sgd sr({q}, {.precision = Precision::stochastic_rounding});
+  EXPECT_THROW(sr.set_master(0, from_values({1.0, 2.0}, {2})), Error);  // no master kept
 }
 
 TEST(MasterWeights, F16ParameterUsesAnFp32MasterToo) {

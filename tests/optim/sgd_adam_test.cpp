@@ -311,7 +311,7 @@ TEST(SgdCheckpoint, ResumedFromItsSavedStateIsBitwiseTheUninterruptedRun) {
         c[i].copy_(file.tensors.at("param/" + std::to_string(i)));
         restore(resumed.momentum_state(i), file.tensors.at("momentum/" + std::to_string(i)));
         if (resumed.master(i).impl() != c[i].impl())
-          restore(resumed.master(i), file.tensors.at("master/" + std::to_string(i)));
+          resumed.set_master(i, file.tensors.at("master/" + std::to_string(i)));
         EXPECT_FALSE(resumed.momentum_started(i));
         resumed.set_momentum_started(i, started[i]);
       }
@@ -337,7 +337,7 @@ TEST(SgdCheckpoint, ResumedFromItsSavedStateIsBitwiseTheUninterruptedRun) {
         d[i].copy_(file.tensors.at("param/" + std::to_string(i)));
         restore(forgetful.momentum_state(i), file.tensors.at("momentum/" + std::to_string(i)));
         if (forgetful.master(i).impl() != d[i].impl())
-          restore(forgetful.master(i), file.tensors.at("master/" + std::to_string(i)));
+          forgetful.set_master(i, file.tensors.at("master/" + std::to_string(i)));
       }
     }
     for (int s = 5; s < 10; ++s) sgd_step(forgetful, d, s);

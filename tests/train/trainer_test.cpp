@@ -315,12 +315,27 @@ TEST_F(Trainer, PresetsSetDTypesAndTheLossScale) {
     BlobData data(0);
     const train::TrainResult r = train::train(model, data, options("bf16"));
     EXPECT_EQ(r.log.front().scale, 1.0);
-    EXPECT_GT(r.peak_memory.at("master"), 0);  // fp32 master copy of the bf16 weight
+    // The fp32 master of the bf16 weight (3 x 16): its low halves and tie bits.
+    EXPECT_EQ(r.peak_memory.at("master"), 2 * 48 + 48 / 8);
+    // bf16 moments, two per parameter element (the weight and the fp32 bias).
+    EXPECT_EQ(r.optimizer_state, "bf16");
+    EXPECT_EQ(r.peak_memory.at("optimizer_state"), 2 * 2 * (48 + 3));
     const io::SafetensorsFile f = io::read_safetensors((dir_ / "model.safetensors").string());
     EXPECT_EQ(f.tensors.at("fc.weight").dtype(), DType::bf16);
     EXPECT_EQ(f.tensors.at("fc.bias").dtype(), DType::f32);  // a norm parameter stays fp32
     EXPECT_EQ(f.metadata.at("precision"), "bf16");
     EXPECT_GT(*r.test_accuracy, 0.9);
+  }
+  {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::TrainOptions o = options("bf16");
+    o.optimizer_state = "f32";
+    const train::TrainResult r = train::train(model, data, o);
+    EXPECT_EQ(r.optimizer_state, "f32");
+    EXPECT_EQ(r.peak_memory.at("optimizer_state"), 4 * 2 * (48 + 3));
+    o.optimizer_state = "f16";
+    EXPECT_THROW(train::train(model, data, o), Error);
   }
 }
 
@@ -453,6 +468,28 @@ void expect_same_history(const train::TrainResult& a, const train::TrainResult& 
   EXPECT_EQ(a.final_loss_scale, b.final_loss_scale);
 }
 
+// train() with its progress lines into `log`, also when it throws.
+train::TrainResult train_logging(train::TrainModel& model, train::DataSource& data,
+                                 train::TrainOptions o, std::string& log) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  o.log = ::open_memstream(&buffer, &size);
+  o.progress = train::Progress::lines;
+  auto flush = [&] {
+    std::fclose(o.log);
+    log.assign(buffer, size);
+    std::free(buffer);
+  };
+  try {
+    train::TrainResult r = train::train(model, data, o);
+    flush();
+    return r;
+  } catch (...) {
+    flush();
+    throw;
+  }
+}
+
 class Resume : public Trainer {
  protected:
   train::TrainOptions resumable(const std::string& precision, const fs::path& dir) const {
@@ -501,7 +538,7 @@ class Resume : public Trainer {
 };
 
 TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
-  for (const std::string precision : {"fp32", "amp-fp16", "bf16-sr", "fp8"}) {
+  for (const std::string precision : {"fp32", "amp-fp16", "bf16", "bf16-sr", "fp8"}) {
     SCOPED_TRACE(precision);
     fs::remove_all(dir_);
     const Finished a = straight(precision);
@@ -536,6 +573,14 @@ TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
           io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
       EXPECT_EQ(c.tensors.at("fp8/0/0/history").numel(), 12);
       EXPECT_EQ(c.tensors.at("fp8/0/2/meta").numel(), 3);
+    }
+    if (precision == "bf16") {
+      // The master goes into the file whole, fp32; the moments are bf16.
+      const io::SafetensorsFile c =
+          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.tensors.at("optim/0/0/master").dtype(), DType::f32);
+      EXPECT_EQ(c.tensors.at("optim/0/0/exp_avg").dtype(), DType::bf16);
+      EXPECT_EQ(json::parse(c.metadata.at("options")).at("optimizer_state"), "bf16");
     }
     if (precision == "bf16-sr") {
       const io::SafetensorsFile c =
@@ -614,6 +659,24 @@ TEST_F(Resume, ACheckpointOfAnotherModelIsRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no usable checkpoint"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(Resume, ACheckpointWithOtherMomentsIsRefusedNamingBoth) {
+  {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::TrainOptions o = resumable("bf16", dir_ / "f32-moments");
+    o.optimizer_state = "f32";
+    train::train(model, data, o);
+  }
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions o = resumable("bf16", dir_ / "f32-moments");  // the preset's: bf16
+  o.resume = true;
+  std::string log;
+  EXPECT_THROW(train_logging(model, data, o, log), Error);
+  EXPECT_NE(log.find("written with f32 optimizer moments, this run keeps bf16"), std::string::npos)
+      << log;
 }
 
 TEST_F(Resume, LanguageModelResumes) {
@@ -721,14 +784,7 @@ TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
   train::TrainOptions o = resumable("amp-fp16", dir);
   o.resume = true;
   std::string log;
-  char* buf = nullptr;
-  size_t len = 0;
-  o.log = ::open_memstream(&buf, &len);
-  o.progress = train::Progress::lines;
-  const train::TrainResult r = train::train(model, data, o);
-  std::fclose(o.log);
-  log.assign(buf, len);
-  std::free(buf);
+  const train::TrainResult r = train_logging(model, data, o, log);
   EXPECT_EQ(r.resumed_from, 6);
   EXPECT_NE(log.find("skipping checkpoint " + newest), std::string::npos) << log;
   EXPECT_NE(log.find("tensor 'param/fc.weight' holds nan at element 5"), std::string::npos) << log;

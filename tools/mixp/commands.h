@@ -45,7 +45,8 @@ struct TrainCommandOptions {
   std::string model;
   std::string data;  ///< empty: the model's default data set
   std::string precision = "fp32";
-  std::string precisions;  ///< compare: a comma-separated list of presets
+  std::string precisions;       ///< compare: a comma-separated list of presets
+  std::string optimizer_state;  ///< "f32" or "bf16"; empty: each preset's
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps;
   int64_t batch = 0;  ///< 0: the model's default

@@ -32,6 +32,11 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
         "--precision", o.precision,
         "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block or "
         "fp8-e4m3-noscale (default fp32)");
+  command
+      .add_option("--optimizer-state", o.optimizer_state,
+                  "the dtype of AdamW's moments: f32, or bf16 (rounded stochastically: half "
+                  "the bytes). Default: bf16 under the bf16 and bf16-sr presets, else f32")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =
@@ -109,6 +114,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
     if (const char* env = std::getenv("MIXP_KJV"); env && *env) c.data = env;
   c.batch = o.batch;
   c.train.precision = o.precision;
+  c.train.optimizer_state = o.optimizer_state;
   c.train.epochs = o.epochs.value_or(1);
   c.train.steps = o.steps.value_or(0);
   c.train.lr = o.lr;
@@ -180,6 +186,7 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--model", o.model, c.model.name);
   same("--data", o.data, c.data.empty() ? train::default_data_path(c.model.name) : c.data);
   same("--precision", o.precision, c.train.precision);
+  same("--optimizer-state", o.optimizer_state, c.train.optimizer_state);
   same("--epochs", number(fresh.train.epochs), number(c.train.epochs));
   same("--steps", number(fresh.train.steps), number(c.train.steps));
   same("--batch", number(o.batch), number(c.batch));

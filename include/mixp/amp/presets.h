@@ -16,6 +16,12 @@
 //   fp8-e4m3-noscale fp32  E4M3 everywhere, scale 1 (the unscaled baseline); bf16 for the rest
 //   (every fp8 preset: params are the master, no loss scaling)
 //
+// The optimizer's moments (AdamW's m and v) are fp32, except under the two bf16 presets, bf16
+// and bf16-sr, whose point is memory: there they are bf16, rounded stochastically
+// (mixp/optim/adam.h), 4 bytes a parameter instead of 8. The bf16 preset's fp32 master costs
+// 2 bytes and 1 bit a parameter on top of the bf16 weight (mixp/optim/master_weights.h), so
+// that preset keeps about 8 bytes a parameter where fp32 keeps 12, and its activations half.
+//
 // The low-precision presets run the forward pass in an Autocast scope of their dtype too, so
 // that fp32 inputs and the fp32 norm parameters meet bf16 or fp16 weights by the op policy.
 // The fp8 presets run it in Autocast(bf16) and, inside it, an amp::Fp8Autocast over the
@@ -28,7 +34,9 @@
 //
 //   const mixp::amp::Preset& p = mixp::amp::preset("bf16");
 //   std::vector<mixp::Tensor> params = p.cast_parameters(model_params, is_norm);
-//   mixp::optim::AdamW opt(params, {.lr = 1e-3, .precision = p.optimizer_precision});
+//   mixp::optim::AdamW opt(params, {.lr = 1e-3, .precision = p.optimizer_precision,
+//                                   .rounding = {seed, 0}, .state_dtype =
+//                                   p.optimizer_state_dtype});
 //   mixp::amp::GradScaler scaler = p.make_scaler();
 //   for (...) {
 //     mixp::Tensor loss;
@@ -64,6 +72,7 @@ struct Preset {
   optim::Precision optimizer_precision;
   LossScaling loss_scaling;
   std::optional<Fp8Recipe> fp8 = std::nullopt;  ///< the FP8 recipe of Linear and attention, if any
+  DType optimizer_state_dtype = DType::f32;     ///< the moments (optim::AdamOptions::state_dtype)
 
   /// The parameters as this preset stores them: bf16 and fp16 presets make new leaf tensors of
   /// their dtype (requiring grad) for every parameter except those with keep_fp32[i]; the

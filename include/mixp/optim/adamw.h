@@ -33,7 +33,8 @@ struct AdamWOptions {
   double eps = 1e-8;                           ///< >= 0
   double weight_decay = 1e-2;                  ///< >= 0, decoupled
   Precision precision = Precision::master_fp32;
-  PhiloxState rounding{};  ///< for Precision::stochastic_rounding
+  PhiloxState rounding{};          ///< for Precision::stochastic_rounding and bf16 moments
+  DType state_dtype = DType::f32;  ///< the moments: f32, or bf16 (as Adam's: mixp/optim/adam.h)
 };
 
 class AdamW : public AdamFamily {

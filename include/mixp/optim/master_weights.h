@@ -5,10 +5,16 @@
 // into the bf16 weight it is lost, and training stalls. Three remedies, one per Precision:
 //
 //   master_fp32          (default; Micikevicius et al., "Mixed Precision Training", 2018) for
-//                        every bf16 or f16 parameter the optimizer keeps an fp32 master copy
-//                        (MemoryTag::master, 4 bytes an element). step() updates the master
-//                        and writes the parameter back rounded to nearest even, so that after
-//                        every step parameter == round_to_nearest_even(master).
+//                        every bf16 or f16 parameter the optimizer keeps an fp32 master copy.
+//                        step() updates the master and writes the parameter back rounded to
+//                        nearest even, so that after every step parameter ==
+//                        round_to_nearest_even(master). For an f16 parameter the master is an
+//                        fp32 tensor (MemoryTag::master, 4 bytes an element). For a bf16
+//                        parameter, which shares fp32's exponent, the parameter already holds
+//                        the master's top half (rounded), so the optimizer keeps only the
+//                        master's low 16 bits and one bit for ties (MemoryTag::master, 2 bytes
+//                        and 1 bit an element): the same fp32 master, bit for bit, in half the
+//                        memory. master(i) assembles it.
 //   stochastic_rounding  no master copy. The new value parameter + update is computed in fp32
 //                        and rounded stochastically into the parameter (bf16: the bits of
 //                        mixp::convert_stochastic; f16: mixp::round_to_format), with random
@@ -26,6 +32,10 @@
 //                        significant bits of the running sum; an fp32 buffer would keep more
 //                        but cost as much memory as a master copy (MemoryTag::optimizer_state).
 //
+// A low-precision parameter written by anything but the optimizer (copy_, fill_) since the
+// optimizer's last step restarts its master from its new value: the master follows the
+// parameter, instead of overwriting the change at the next step.
+//
 // In every mode, the gradients of bf16 and f16 parameters accumulate in fp32
 // (Tensor::set_grad_dtype), the update is computed in fp32 (f64 for f64 parameters), and fp32
 // and f64 parameters are their own master: they are updated in place.
@@ -36,7 +46,7 @@
 //   mixp::optim::Sgd sr(params, {.lr = 0.1,
 //                                .precision = mixp::optim::Precision::stochastic_rounding,
 //                                .rounding = mixp::PhiloxState{/*seed=*/1, /*stream=*/0}});
-//   const mixp::Tensor& m = opt.master(0);   // fp32 master, the parameter, or undefined
+//   mixp::Tensor m = opt.master(0);   // fp32 master (a copy for bf16), the parameter, or undefined
 #pragma once
 
 #include <cstdint>
@@ -63,7 +73,9 @@ class MasterWeightOptimizer : public Optimizer {
   struct Slot {
     Tensor param;
     Tensor grad;          ///< undefined: no update
-    Tensor master;        ///< defined for low-precision parameters under master_fp32
+    Tensor master;        ///< the fp32 master of an f16 parameter under master_fp32
+    Tensor master_low;    ///< a bf16 parameter's master under master_fp32: u8, the low halves
+                          ///< (2 bytes an element) then the tie bits (kernels/master_split.h)
     Tensor compensation;  ///< defined for low-precision parameters under kahan
     bool stochastic = false;
     PhiloxState rng;  ///< the words this step's stochastic rounding of the slot uses
@@ -71,9 +83,17 @@ class MasterWeightOptimizer : public Optimizer {
 
   Precision precision() const { return precision_; }
 
-  /// The fp32 master copy of parameter i (master_fp32, bf16 or f16 parameter); the parameter
-  /// itself for f32 and f64 parameters; an undefined tensor where the mode keeps no copy.
-  const Tensor& master(size_t i) const;
+  /// The fp32 master copy of parameter i: for an f16 parameter under master_fp32 the
+  /// optimizer's own tensor; for a bf16 one under master_fp32 a new fp32 tensor assembled from
+  /// the parameter and the low halves (MemoryTag::workspace: a snapshot, which later steps do
+  /// not change); for f32 and f64 parameters the parameter itself; an undefined tensor where
+  /// the mode keeps no copy.
+  Tensor master(size_t i) const;
+  /// Restores the master of parameter i from an fp32 tensor of its shape (a checkpoint's), and
+  /// writes the parameter as the master rounded to nearest even. For f32 and f64 parameters
+  /// it copies into the parameter. Throws mixp::Error where the mode keeps no master, or for a
+  /// tensor of another shape or dtype.
+  void set_master(size_t i, const Tensor& value);
   /// The Kahan compensation of parameter i (kahan, bf16 or f16 parameter), else undefined.
   const Tensor& compensation(size_t i) const;
 
@@ -85,16 +105,24 @@ class MasterWeightOptimizer : public Optimizer {
   MasterWeightOptimizer(std::vector<Tensor> parameters, double lr, Precision precision,
                         PhiloxState rounding);
 
-  /// The slot of parameter i for this step; reserves its stochastic-rounding words.
+  /// The slot of parameter i for this step; reserves its stochastic-rounding words, and
+  /// restarts its master from the parameter if someone else wrote the parameter.
   Slot slot(size_t i);
+  /// Reserves `count` words of the stochastic-rounding stream: where they start.
+  PhiloxState take_rounding_words(uint64_t count);
   /// Marks parameter i as changed in place (its version), once its update is written.
   void bump_version(size_t i);
 
  private:
+  /// Starts parameter i's master (and Kahan compensation) again from the parameter's value.
+  void restart_master(size_t i);
+
   Precision precision_;
   PhiloxState rounding_;
-  std::vector<Tensor> masters_;
+  std::vector<Tensor> masters_;      // f16 parameters under master_fp32
+  std::vector<Tensor> master_lows_;  // bf16 parameters under master_fp32
   std::vector<Tensor> compensations_;
+  std::vector<uint64_t> versions_;  // each parameter's version after the optimizer's last write
 };
 
 }  // namespace mixp::optim

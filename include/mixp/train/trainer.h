@@ -2,7 +2,8 @@
 // preset; progress on the terminal, periodic evaluation, and a run folder.
 //
 // The trainer runs the loop of DESIGN.md under the preset (mixp/amp/presets.h): the parameters
-// cast as the preset stores them, AdamW with the preset's optimizer precision, the forward pass
+// cast as the preset stores them, AdamW with the preset's optimizer precision and moments
+// (TrainOptions::optimizer_state may choose the moments' dtype), the forward pass
 // in the preset's Autocast scope, the loss scaled by the preset's GradScaler, gradients unscaled
 // and clipped to a total norm of 1.0, the step skipped when a scaled gradient overflowed.
 //
@@ -23,7 +24,8 @@
 //   metrics.jsonl      one JSON object per logged step: step, epoch, loss (the mean over the
 //                      steps since the previous line), lr, scale, samples_per_s, ms (the mean
 //                      step time over those steps)
-//   summary.json       model, precision, steps, final train and eval loss, test_accuracy
+//   summary.json       model, precision, optimizer_state, steps, final train and eval loss,
+//                      test_accuracy
 //                      (classifiers) or bits_per_char (language models), median step ms,
 //                      samples/s, peak memory by tag (peaks reset at the start), final loss
 //                      scale, skipped steps (and of them nonfinite_skipped_steps, see
@@ -38,7 +40,8 @@
 // and per optimizer k and parameter i "optim/<k>/<i>/exp_avg", ".../exp_avg_sq",
 // ".../master" (fp32 masters of low-precision parameters) and ".../compensation" (Kahan).
 // __metadata__ (JSON strings): "format" = "mixp-checkpoint", "version", "step", "config"
-// (TrainOptions::config, e.g. the run's RunConfig), "options" (model, precision, total steps),
+// (TrainOptions::config, e.g. the run's RunConfig), "options" (model, precision, the moments'
+// dtype, total steps),
 // "trainer" (step and epoch counters, the partial metrics window, timing, skipped steps),
 // "optimizers" (steps, per-parameter steps, learning rate, stochastic-rounding Philox state),
 // "scaler" (GradScaler::state()), "generator" (TrainModel::generator_state()), "loader"
@@ -151,14 +154,16 @@ struct StepHooks {
 struct TrainOptions {
   std::string model_name = "model";  ///< for the summary and the log
   std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
-  int64_t epochs = 1;                ///< classifiers, when steps is 0
-  int64_t steps = 0;                 ///< > 0: exactly this many steps (language models: needed)
-  std::optional<double> lr{};        ///< default 1e-3
-  uint64_t seed = 0;                 ///< the optimizer's stochastic rounding stream
-  int threads = 0;                   ///< > 0: mixp::set_num_threads(threads)
-  std::string out_dir{};             ///< the run folder; empty: write nothing
-  int64_t eval_interval = 0;         ///< steps between evaluations; 0: the default above
-  int64_t log_interval = 10;         ///< steps per metrics line
+  /// The dtype of AdamW's moments: "f32" or "bf16" (stochastic rounding); empty: the preset's.
+  std::string optimizer_state{};
+  int64_t epochs = 1;          ///< classifiers, when steps is 0
+  int64_t steps = 0;           ///< > 0: exactly this many steps (language models: needed)
+  std::optional<double> lr{};  ///< default 1e-3
+  uint64_t seed = 0;           ///< the optimizer's stochastic rounding stream
+  int threads = 0;             ///< > 0: mixp::set_num_threads(threads)
+  std::string out_dir{};       ///< the run folder; empty: write nothing
+  int64_t eval_interval = 0;   ///< steps between evaluations; 0: the default above
+  int64_t log_interval = 10;   ///< steps per metrics line
   double clip_norm = 1.0;
   Progress progress = Progress::automatic;
   std::FILE* log = stdout;       ///< progress and evaluation lines; nullptr: silent
@@ -210,6 +215,7 @@ struct EvalMetrics {
 
 struct TrainResult {
   std::string model_name, precision;
+  std::string optimizer_state;  ///< the moments' dtype: "f32" or "bf16"
   nn::Task task = nn::Task::classification;
   int64_t steps = 0;
   int64_t epochs = 0;  ///< completed
@@ -234,6 +240,10 @@ struct TrainResult {
 /// logits [N, C] against labels [N] (or [B, T, V] against [B, T]); regression (deep-mlp) the
 /// mean squared error of the output, in f32, against f32 targets of its shape.
 Tensor task_loss(const Tensor& output, const Tensor& targets, nn::Task task);
+
+/// The dtype of AdamW's moments under `options`: optimizer_state when set ("f32" or "bf16"),
+/// else the preset's. Throws mixp::Error for another name or an unknown preset.
+DType optimizer_state_dtype(const TrainOptions& options);
 
 /// Trains `model` on `data` under options. Throws mixp::Error for bad options (an unknown
 /// preset, no steps for data without epochs) and for what the ops and files report.
