@@ -38,8 +38,9 @@ class Optimizer {
   /// Updates applied so far.
   int64_t steps() const { return steps_; }
   /// Restores steps() from a checkpoint (>= 0; throws mixp::Error otherwise). The tensors of
-  /// an optimizer's state (moments, masters, compensation) are restored by copy_ into the
-  /// handles its accessors return, which share the optimizer's storage.
+  /// an optimizer's state (moments, compensation) are restored by copy_ into the handles its
+  /// accessors return, which share the optimizer's storage; masters by set_master
+  /// (mixp/optim/master_weights.h).
   void set_steps(int64_t steps);
 
  protected:
