@@ -28,6 +28,14 @@ void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx,
                : ref::gelu_tanh_backward_bf16(g, x, dx, n);
 }
 
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  use_avx512() ? avx512::relu_bf16(x, y, n) : ref::relu_bf16(x, y, n);
+}
+
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  use_avx512() ? avx512::relu_backward_bf16(g, x, dx, n) : ref::relu_backward_bf16(g, x, dx, n);
+}
+
 void exp_f32(const float* x, float* y, int64_t n) {
   use_avx512() ? avx512::exp_f32(x, y, n) : ref::exp_f32(x, y, n);
 }

@@ -35,6 +35,11 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
 /// the fp32 kernel and f32_to_bf16, in one pass. The output may be an input.
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
 void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+/// relu and its backward on bf16 bits: y = x > 0 ? x : +0 and dx = x > 0 ? g : +0, a NaN g
+/// quieted: the bits of widening, comparing in fp32 and rounding, without the widening (the
+/// values pass through unchanged). The output may be an input.
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 /// y[i] = e^x[i]; y may be x.
 void exp_f32(const float* x, float* y, int64_t n);
 /// y[i] = e^(x[i] scale - shift), the product and the difference each rounded (no fused
@@ -66,6 +71,8 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
 void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
 float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
@@ -84,6 +91,8 @@ void gelu_tanh_f32(const float* x, float* y, int64_t n);
 void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
 void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
 void exp_f32(const float* x, float* y, int64_t n);
 void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
 float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);

@@ -90,6 +90,55 @@ Tensor run_pass_to(Pass pass, const kernels::ConvShape& s, const Tensor& a, cons
   return direct ? out : out.to(out_dtype).detach();
 }
 
+// dbias: g summed over N, H and W per channel in fp32 (f64 for f64), read in g's own dtype in
+// one pass. It adds in the order of ops::sum(g.to(acc), {0, 2, 3}), which reduces W, then H,
+// then N, each from +0 (rows and planes in blocks of 256, kernels::blocked_sum; the planes of a
+// channel one after another), so it gives that composition's bits without its widened copy
+// and its two intermediate tensors. The reference mode, f64 and the shapes where ops::sum
+// would split a long row into chunks (fewer than 4 rows, or planes, of more than 65536
+// elements; one channel over more than 65536 images) keep the composition.
+template <typename T>
+Tensor bias_grad_fast(const Tensor& g) {
+  using Acc = kernels::Compute<T>;
+  const int64_t n = g.size(0), c = g.size(1), h = g.size(2), w = g.size(3);
+  const T* data = g.data<T>();
+  std::vector<Acc> planes(static_cast<size_t>(n * c));
+  kernels::parallel_for(
+      n * c, std::max<int64_t>(1, 16 * kernels::kBlock / std::max<int64_t>(h * w, 1)),
+      [&](int64_t begin, int64_t end) {
+        std::vector<Acc> rows(static_cast<size_t>(h));
+        for (int64_t p = begin; p < end; ++p) {
+          for (int64_t r = 0; r < h; ++r)
+            rows[size_t(r)] = kernels::blocked_sum<Acc>(data + (p * h + r) * w, w);
+          planes[size_t(p)] = kernels::blocked_sum<Acc>(rows.data(), h);
+        }
+      });
+  Tensor out = empty({c}, std::is_same_v<Acc, double> ? DType::f64 : DType::f32);
+  Acc* sums = out.data<Acc>();
+  if (c == 1) {
+    sums[0] = kernels::blocked_sum<Acc>(planes.data(), n);
+    return out;
+  }
+  for (int64_t k = 0; k < c; ++k) sums[k] = Acc(0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) sums[k] += planes[size_t(i * c + k)];
+  return out;
+}
+
+Tensor bias_grad(const Tensor& g) {
+  const int64_t rows = g.size(0) * g.size(1) * g.size(2), planes = g.size(0) * g.size(1);
+  const bool composition = reference_mode() || g.dtype() == DType::f64 ||
+                           (rows < 4 && g.size(3) > 65536) || (planes < 4 && g.size(2) > 65536) ||
+                           (g.size(1) == 1 && g.size(0) > 65536);
+  if (composition) {
+    const DType acc = g.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    return ops::sum(g.to(acc), {0, 2, 3});
+  }
+  Tensor out;
+  visit_floating(g.dtype(), kOp, [&]<typename T>() { out = bias_grad_fast<T>(g); });
+  return out;
+}
+
 struct Conv2dBackward : autograd::Node {
   autograd::SavedTensor x, weight;
   kernels::ConvShape shape;
@@ -104,8 +153,7 @@ struct Conv2dBackward : autograd::Node {
       dw = run_pass_to(Pass::backward_weights, shape, xv, g, wv.shape(), wv.dtype());
     }
     if (next.size() > 2 && next[2].node) {
-      const DType acc = grads[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
-      db = ops::sum(grads[0].to(acc), {0, 2, 3}).to(bias_dtype).detach();
+      db = bias_grad(grads[0]).to(bias_dtype).detach();
     }
     if (next.size() == 2) return {dx, dw};
     return {dx, dw, db};

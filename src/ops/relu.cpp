@@ -2,6 +2,7 @@
 // Shape contract: any shape; the output has the input's shape and dtype.
 #include <cmath>
 
+#include "kernels/vmath.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -16,6 +17,13 @@ struct ReluOp {
   template <typename C>
   C backward(C g, C s) const {
     return s > C(0) ? g : C(0);
+  }
+  // bf16 on its bits, without widening (kernels/vmath.h).
+  static void forward_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+    kernels::relu_bf16(x, y, n);
+  }
+  static void backward_bf16(const uint16_t* g, const uint16_t* s, uint16_t* dx, int64_t n) {
+    kernels::relu_backward_bf16(g, s, dx, n);
   }
 };
 }  // namespace

@@ -140,6 +140,38 @@ TEST(Vmath, Bf16GeluGivesTheBitsOfWideningTheFp32KernelAndRounding) {
   }
 }
 
+// relu on bf16 bits against its definition on the widened values, for every x pattern (NaNs,
+// infinities, zeros of both signs, subnormals) with g from a second sweep that includes
+// signalling and quiet NaNs; every ISA, tails included.
+TEST(Vmath, Bf16ReluGivesTheBitsOfWideningComparingAndRounding) {
+  std::vector<uint16_t> x(65536 + 5), g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = uint16_t(i);
+    g[i] = uint16_t((i * 40503u + 12345u) & 0xffff);
+  }
+  std::vector<uint16_t> want_y(x.size()), want_dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = float(bfloat16::from_bits(x[i])), grad = float(bfloat16::from_bits(g[i]));
+    want_y[i] = bfloat16(v > 0.0f ? v : 0.0f).bits;
+    want_dx[i] = bfloat16(v > 0.0f ? grad : 0.0f).bits;
+  }
+  for (Isa isa : kAllIsas) {
+    if (isa > best_isa()) continue;
+    IsaLimit limit(isa);
+    for (const auto& [offset, n] : std::vector<std::pair<size_t, size_t>>{
+             {0, x.size()}, {3, 1}, {5, 31}, {7, 33}, {1, 1000}}) {
+      std::vector<uint16_t> y(n), dx(n);
+      kernels::relu_bf16(x.data() + offset, y.data(), int64_t(n));
+      kernels::relu_backward_bf16(g.data() + offset, x.data() + offset, dx.data(), int64_t(n));
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(y[i], want_y[offset + i]) << name_of(isa) << ", x bits " << x[offset + i];
+        ASSERT_EQ(dx[i], want_dx[offset + i])
+            << name_of(isa) << ", x bits " << x[offset + i] << ", g bits " << g[offset + i];
+      }
+    }
+  }
+}
+
 // The fused exponentials and sum: the output of scale_shift_exp_f32 and the sum sum_f32 gives
 // of it, bit for bit, on every ISA and at every tail length.
 TEST(Vmath, ExpAndSumInOnePassGiveTheTwoPassesBits) {

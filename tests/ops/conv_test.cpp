@@ -107,6 +107,32 @@ TEST(Conv2d, GradientsTakeTheDtypesOfTheirInputs) {
   for (double v : w.grad().to_vector()) EXPECT_EQ(v, 18.0);
 }
 
+// The bias gradient in one pass over g gives the bits of summing g widened to fp32 over
+// N, H and W with ops::sum, for every floating dtype g can have, with rows longer than the
+// 256-element blocks of the sums, one channel, and planes split over threads.
+TEST(Conv2d, BiasGradientIsTheFp32SumOfTheGradientBitForBit) {
+  struct Case {
+    Shape x;  // the output has x's height and width: 3 x 3 taps, padding 1
+    int64_t out_channels;
+  };
+  const std::vector<Case> cases = {{{2, 3, 5, 7}, 4}, {{2, 1, 3, 300}, 1}, {{3, 2, 40, 33}, 5}};
+  Philox rng(PhiloxState{77, 0, 0});
+  for (const Case& c : cases) {
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(name_of(dtype)) + " " + c.x.to_string());
+      Tensor x = randn(c.x, rng, 1.0, dtype).set_requires_grad(true);
+      Tensor w = randn({c.out_channels, c.x[1], 3, 3}, rng, 0.3, dtype).set_requires_grad(true);
+      Tensor b = zeros({c.out_channels}, DType::f32).set_requires_grad(true);
+      const Shape y_shape{c.x[0], c.out_channels, c.x[2], c.x[3]};
+      const Tensor g = randn(y_shape, rng, 1.0, dtype);
+      ops::conv2d(x, w, b, make(1, 1, 1, 1, 1, 1, 1)).backward(g);
+      const Tensor want = ops::sum(g.to(DType::f32), {0, 2, 3});
+      ASSERT_EQ(b.grad().dtype(), DType::f32);
+      EXPECT_EQ(b.grad().to_vector(), want.to_vector());
+    }
+  }
+}
+
 TEST(Conv2d, RejectsMismatchedChannelsAndGroups) {
   const Tensor x = ones({2, 6, 5, 5});
   expect_mentions(error_of([&] {

@@ -84,6 +84,34 @@ void accumulate_f32(const float* x, float* acc, int64_t n) {
   }
 }
 
+// A bf16 value is above zero when its bits, as a signed 16-bit integer, lie in [1, 0x7f80]:
+// positive, not zero, not NaN (infinity is 0x7f80). 32 elements a step.
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  const __m512i zero = _mm512_setzero_si512(), inf = _mm512_set1_epi16(0x7f80);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i v = _mm512_loadu_si512(x + i);
+    const __mmask32 above = _mm512_cmpgt_epi16_mask(v, zero) & _mm512_cmple_epi16_mask(v, inf);
+    _mm512_storeu_si512(y + i, _mm512_maskz_mov_epi16(above, v));
+  }
+  ref::relu_bf16(x + i, y + i, n - i);
+}
+
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  const __m512i zero = _mm512_setzero_si512(), inf = _mm512_set1_epi16(0x7f80);
+  const __m512i abs = _mm512_set1_epi16(0x7fff), quiet = _mm512_set1_epi16(0x40);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i v = _mm512_loadu_si512(x + i), grad = _mm512_loadu_si512(g + i);
+    const __mmask32 above = _mm512_cmpgt_epi16_mask(v, zero) & _mm512_cmple_epi16_mask(v, inf);
+    // A NaN gradient comes out quiet, as rounding its fp32 widening to bf16 would make it.
+    const __mmask32 nan = _mm512_cmpgt_epi16_mask(_mm512_and_si512(grad, abs), inf);
+    const __m512i quieted = _mm512_mask_mov_epi16(grad, nan, _mm512_or_si512(grad, quiet));
+    _mm512_storeu_si512(dx + i, _mm512_maskz_mov_epi16(above, quieted));
+  }
+  ref::relu_backward_bf16(g + i, x + i, dx + i, n - i);
+}
+
 void exp_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));

@@ -135,6 +135,20 @@ void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n
 }
 
 // On bf16 bits: widened, the fp32 kernels above, rounded once.
+void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = float(bfloat16::from_bits(x[i]));
+    y[i] = bfloat16(v > 0.0f ? v : 0.0f).bits;
+  }
+}
+
+void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float grad = float(bfloat16::from_bits(g[i])), v = float(bfloat16::from_bits(x[i]));
+    dx[i] = bfloat16(v > 0.0f ? grad : 0.0f).bits;
+  }
+}
+
 void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = float(bfloat16::from_bits(x[i]));
