@@ -1,7 +1,7 @@
 // The Adam / AdamW element update on fp32 buffers, vectorized. Private to mixp.
 //
 // For each element, in this order and each operation rounded once in fp32 (the order of
-// PyTorch's single-tensor implementation, as optim/adam_update.h's per-element rule):
+// PyTorch's single-tensor implementation; optim/adam_update.h's f64 rule in double):
 //   g = g + l2 * w;  w = w * shrink;  m = m + b1 * (g - m);  v = beta2 * v + b2 * g * g;
 //   w = w - step_size * (m / (sqrt(v) / bc2_sqrt + eps))
 // The AdamW presets have l2 = 0 and shrink = 1 - lr * weight_decay; Adam the reverse. The

@@ -69,8 +69,8 @@ struct FusedAdamSlot {
 
 /// The updates of all the slots in one parallel region (each region wakes the sleeping OpenMP
 /// workers, tens of microseconds on a shared VM: one per parameter tensor cost more than the
-/// small tensors' updates), in blocks of 16 x kBlock elements. The same operations in the same
-/// order as the rule of adam_update, so the same bits as one region per slot.
+/// small tensors' updates), in blocks of 16 x kBlock elements: kernels/adam.h's rule, element
+/// by element, so the same bits as one region per slot and for any thread count.
 inline void run_fused_adam(const std::vector<FusedAdamSlot>& slots) {
   constexpr int64_t kChunk = 16 * kernels::kBlock;
   std::vector<std::pair<size_t, int64_t>> chunks;  // (slot, first element)
