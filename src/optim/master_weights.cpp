@@ -69,14 +69,9 @@ Tensor MasterWeightOptimizer::master(size_t i) const {
   MIXP_CHECK(i < parameters_.size(), "master: parameter ", i, " of ", parameters_.size());
   const Tensor& p = parameters_[i];
   if (!is_low_precision(p.dtype())) return p;
+  if (!masters_[i].defined() && !master_lows_[i].defined()) return Tensor();
   const bool stale = p.version() != versions_[i];  // the next step restarts from the parameter
-  if (masters_[i].defined()) {
-    if (!stale) return masters_[i];
-    Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace);
-    m.copy_(p);
-    return m;
-  }
-  if (!master_lows_[i].defined()) return Tensor();
+  if (masters_[i].defined() && !stale) return masters_[i];
   Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace);
   if (stale) {
     m.copy_(p);
