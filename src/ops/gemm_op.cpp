@@ -80,7 +80,7 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
   const Tensor wide_bias = rounded_in_product && bias.defined() ? bias.to(DType::f32) : Tensor();
   // From kPairTileMinRows rows on, mixp's own pair tiles do the product and its rounding:
   // 0.86-0.99x oneDNN's time on gpt's linear layers, and about 9% off the step
-  // (docs/performance.md, change 29). oneDNN does the rest.
+  // (docs/performance.md, "The pair tiles"). oneDNN does the rest.
   constexpr int64_t kPairTileMinRows = 512;
   if (rounded_in_product && s.m >= kPairTileMinRows && kernels::matmul_pairs_supported(s)) {
     const int threads = num_threads();

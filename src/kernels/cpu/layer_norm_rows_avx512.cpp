@@ -1,8 +1,7 @@
 // kernels/layer_norm_rows.h on AVX-512 F, 16 lanes a step with the tail masked: the scalar
 // kernels' operations in their order, and the row sums in sum_f32's lanes, so the same bits.
-// The generic loops these replace compiled to SSE2 and took about 3% of a gpt step
-// (docs/performance.md, change 32). The backward sums gw and gw xhat in the pass that makes
-// them.
+// Generic loops over the rows compile to SSE2 and took about 3% of a gpt step. The backward
+// sums gw and gw xhat in the pass that makes them.
 #include <cmath>
 
 #include "kernels/cpu/vmath_lanes_avx512.h"

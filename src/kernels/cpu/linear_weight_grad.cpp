@@ -2,8 +2,8 @@
 // the pair tiles in kernels/pair_gemm.h:
 //   dw[o][i] = sum_t dy[t][o] x[t][i],   db[o] = sum_t dy[t][o].
 // oneDNN 2.6 runs this pass (its inner product backward) on its older gemm kernel; this one
-// takes 0.90-1.04x its time on gpt's shapes, and a gpt step about 5% less (docs/performance.md,
-// change 28).
+// takes 0.90-1.04x its time on gpt's shapes, and a gpt step about 5% less
+// (docs/performance.md, "The pair tiles").
 //
 // The sum runs over t, the rows of both operands, so both are packed by pairs of rows, a block
 // of kBlockPairs pairs at a time: dy as the broadcast operand (word (o, p) at p * width + o),

@@ -43,7 +43,7 @@ enum class Out { sums, added, bf16 };
 // One tile of MR x 16 NR sums, in registers from the first term to the store. The loops over
 // rows and vectors are unrolled by pragma, so that GCC treats acc as separate values: without
 // it the sums were kept on the stack, stored and reloaded around the loop, a fifth of the time
-// of a tile over the attention's 32 pairs (docs/performance.md, change 33). The output is a
+// of a tile over the attention's 32 pairs. The output is a
 // template parameter, so one path follows the loop, and g's fields are read once (C's stores
 // could alias g: ldc was reloaded for each).
 template <int MR, int NR, Out kOut>
@@ -158,8 +158,7 @@ __mmask32 first_lanes32(int64_t count) {
 
 // Rows r and r + 1 (zeros when `pair` is false) of 32 columns from c, interleaved. Only the last
 // columns (kTail) use masked loads and stores: with masks in every chunk, even all-ones ones,
-// the attention's packings of 128 and 256 rows took 1.15-1.4x as long (docs/performance.md,
-// change 27).
+// the attention's packings of 128 and 256 rows took 1.15-1.4x as long.
 // bf16 bits of 16 lanes, widened exactly to fp32.
 __m512 widen16(__m256i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));

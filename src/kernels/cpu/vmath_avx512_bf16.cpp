@@ -1,6 +1,6 @@
 // kernels/vmath.h's bf16 gelu on AVX-512 BF16: the lanes of vmath_avx512.cpp, rounded 32 at a
 // time by vcvtne2ps2bf16 (with the subnormal fix-up of bf16_round_avx512_bf16.h), where the
-// AVX-512 F integer rounding took a third of the kernels' time (docs/performance.md, change 31).
+// AVX-512 F integer rounding takes a third of the kernels' time.
 // The same bits as the scalar kernels; the tail is masked, not scalar.
 #include "kernels/cpu/bf16_round_avx512_bf16.h"
 #include "kernels/cpu/vmath_lanes_avx512.h"
