@@ -7,11 +7,14 @@ Run with Debian's interpreter and python3-torch 1.13 (optional; not part of CI):
 
 `--precision fp32` is plain fp32; `--precision amp-bf16` runs the forward pass under
 torch.autocast('cpu', dtype=torch.bfloat16). PyTorch runs at its best: OMP_WAIT_POLICY=PASSIVE,
-ATEN_CPU_CAPABILITY=avx512, jemalloc preloaded and OpenBLAS for fp32 matmuls (the script
-re-executes itself with them when they are missing; they come from Debian's libjemalloc2 and
-libopenblas0-openmp), torch.set_num_threads equal to the cores. The models mirror src/nn/models.cpp layer for layer (the parameter counts are
-printed and bench/run.sh checks them against mixp's); the optimizer is AdamW with the settings
-of mixp's trainer; batches are synthetic, of the real data's shapes.
+ATEN_CPU_CAPABILITY=avx512, jemalloc preloaded with MALLOC_CONF as below, OpenBLAS for fp32
+matmuls (the script re-executes itself with them when they are missing; they come from
+Debian's libjemalloc2 and libopenblas0-openmp), torch.set_num_threads equal to the cores. The
+JSON line says which allocator and MALLOC_CONF the process ran with, and bench/ratios.py
+refuses to compare a run without them. The models mirror src/nn/models.cpp layer for layer
+(the parameter counts are printed); like `mixp bench train`'s models (ModelConfig's dropout
+0.0) they have no dropout. The optimizer is AdamW with the settings of mixp's trainer; batches
+are synthetic, of the real data's shapes.
 """
 import argparse
 import json
@@ -25,7 +28,14 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 # Debian's torch does fp32 matmuls through the system BLAS, netlib's reference by default (50x
 # slower here); OpenBLAS (Debian's libopenblas0-openmp) is put first for this process only.
 OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
-BEST_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "ATEN_CPU_CAPABILITY": "avx512"}
+# jemalloc's settings for PyTorch training on the CPU: large allocations from a dedicated arena
+# (oversize_threshold), freed pages never handed back to the kernel (dirty and muzzy decay -1),
+# so that a step's activations reuse the last step's pages instead of faulting in fresh ones,
+# purging on a background thread, and metadata on transparent huge pages where that pays.
+MALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+               "dirty_decay_ms:-1,muzzy_decay_ms:-1")
+BEST_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "ATEN_CPU_CAPABILITY": "avx512",
+            "MALLOC_CONF": MALLOC_CONF}
 
 
 def ensure_best_environment():
@@ -45,6 +55,12 @@ def ensure_best_environment():
     if changed and env.get("MIXP_BENCH_REEXEC") != "1":
         env["MIXP_BENCH_REEXEC"] = "1"
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def jemalloc_loaded():
+    """Whether jemalloc is mapped into this process (LD_PRELOAD took effect)."""
+    with open("/proc/self/maps") as maps:
+        return any("libjemalloc" in line for line in maps)
 
 
 ensure_best_environment()
@@ -244,6 +260,8 @@ def main():
         "loss": loss_value,
         "peak_memory_mib": None,  # PyTorch's CPU allocator keeps no accounting by purpose
         "blas": "openblas" if OPENBLAS in os.environ.get("LD_LIBRARY_PATH", "") else "system",
+        "allocator": "jemalloc" if jemalloc_loaded() else "glibc",
+        "malloc_conf": os.environ.get("MALLOC_CONF"),
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     }
     print(json.dumps(out))

@@ -9,6 +9,17 @@ import statistics
 import sys
 from collections import defaultdict
 
+# PyTorch on the CPU is compared only at its best: jemalloc preloaded with these settings, as
+# bench/compare_pytorch.py sets them.
+MALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+               "dirty_decay_ms:-1,muzzy_decay_ms:-1")
+
+
+def unfair_pytorch_runs(results):
+    """The PyTorch results that ran without jemalloc or without its settings."""
+    return [r for r in results if r["framework"] != "mixp"
+            and (r.get("allocator") != "jemalloc" or r.get("malloc_conf") != MALLOC_CONF)]
+
 
 def main(path):
     runs = defaultdict(dict)  # round -> (framework, model, precision) -> result
@@ -23,6 +34,14 @@ def main(path):
         res = rec["result"]
         fw = "mixp" if res["framework"] == "mixp" else "torch"
         runs[rec["round"]][(fw, res["model"], res["precision"])] = res
+    unfair = unfair_pytorch_runs([res for r in runs.values() for res in r.values()])
+    if unfair:
+        r = unfair[0]
+        sys.exit("ratios.py: %d PyTorch run(s) without jemalloc and MALLOC_CONF=%s (the first: %s %s, "
+                 "allocator %s, MALLOC_CONF %s); no comparison is made against PyTorch below its best "
+                 "(apt-get install libjemalloc2)"
+                 % (len(unfair), MALLOC_CONF, r["model"], r["precision"], r.get("allocator"),
+                    r.get("malloc_conf")))
 
     def ratio(name, num, den, field="median_ms", target=None):
         values = [r[num][field] / r[den][field] for r in runs.values() if num in r and den in r]

@@ -13,6 +13,9 @@
 #
 # Needs a release build (cmake --build --preset release) and, for the PyTorch side, Debian's
 # python3-torch, libjemalloc2 and libopenblas0-openmp (apt-get install them; optional, not in CI).
+# Without jemalloc or OpenBLAS PyTorch runs below its best, and the comparison would not be
+# fair, so run.sh stops; compare_pytorch.py preloads jemalloc with the MALLOC_CONF of its header
+# and ratios.py checks that every PyTorch run had both. Both sides train without dropout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -25,7 +28,7 @@ py=/usr/bin/python3
 [ -x "$mixp" ] || { echo "run.sh: no $mixp; build with cmake --build --preset release" >&2; exit 2; }
 "$py" -c "import torch" 2>/dev/null || { echo "run.sh: $py has no torch (apt-get install python3-torch)" >&2; exit 2; }
 for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/openblas-openmp; do
-  [ -e "$lib" ] || echo "run.sh: $lib is missing: PyTorch runs below its best (apt-get install libjemalloc2 libopenblas0-openmp)" >&2
+  [ -e "$lib" ] || { echo "run.sh: $lib is missing: PyTorch would run below its best (apt-get install libjemalloc2 libopenblas0-openmp)" >&2; exit 2; }
 done
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
