@@ -405,6 +405,18 @@ std::map<std::string, double> GradScaler::state() const {
   return s;
 }
 
+StateDict GradScaler::state_dict() const {
+  StateDict out;
+  for (const auto& [key, value] : state()) out.set_real(key, value);
+  return out;
+}
+
+void GradScaler::load_state_dict(const StateDict& state) {
+  std::map<std::string, double> values;
+  for (const auto& [key, text] : state.values) values[key] = state.get_real(key);
+  load_state(values);
+}
+
 void GradScaler::load_state(const std::map<std::string, double>& state) {
   if (!options_.enabled) return;  // as PyTorch
   MIXP_CHECK(!state.empty(),

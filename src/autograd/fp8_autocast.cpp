@@ -137,6 +137,19 @@ std::vector<std::pair<std::string, Tensor>> Fp8State::state() const {
   return out;
 }
 
+StateDict Fp8State::state_dict() const {
+  constexpr std::string_view kPrefix = "fp8/";
+  StateDict out;
+  for (auto& [name, t] : state()) out.tensors.emplace(name.substr(kPrefix.size()), std::move(t));
+  return out;
+}
+
+void Fp8State::load_state_dict(const StateDict& state) {
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, t] : state.tensors) tensors.emplace("fp8/" + name, t);
+  load_state(tensors);
+}
+
 void Fp8State::load_state(const std::map<std::string, Tensor>& tensors) {
   std::vector<std::shared_ptr<Site>> sites;
   auto get = [&](const std::string& name, int64_t min_size, int64_t max_size) -> const Tensor& {

@@ -53,6 +53,38 @@ void AdamFamily::set_parameter_steps(size_t i, int64_t steps) {
   parameter_steps_[i] = steps;
 }
 
+void AdamFamily::save_state(StateDict& state) const {
+  MasterWeightOptimizer::save_state(state);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    state.tensors["exp_avg/" + index] = exp_avg_[i];
+    state.tensors["exp_avg_sq/" + index] = exp_avg_sq_[i];
+    state.set_int("parameter_steps/" + index, parameter_steps_[i]);
+  }
+}
+
+void AdamFamily::check_state(const StateDict& state) const {
+  MasterWeightOptimizer::check_state(state);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    (void)state.tensor("exp_avg/" + index, exp_avg_[i]);
+    (void)state.tensor("exp_avg_sq/" + index, exp_avg_sq_[i]);
+    const int64_t steps = state.get_int("parameter_steps/" + index);
+    MIXP_CHECK(steps >= 0, "saved parameter_steps/", index, " must be >= 0, got ", steps);
+  }
+}
+
+void AdamFamily::apply_state(const StateDict& state) {
+  MasterWeightOptimizer::apply_state(state);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    exp_avg_[i].copy_(state.tensor("exp_avg/" + index));
+    exp_avg_sq_[i].copy_(state.tensor("exp_avg_sq/" + index));
+    parameter_steps_[i] = state.get_int("parameter_steps/" + index);
+  }
+}
+
 namespace {
 const AdamOptions& checked(const AdamOptions& o) {
   detail::check_adam_options("Adam", o.eps, o.betas, o.weight_decay);

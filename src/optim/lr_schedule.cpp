@@ -36,4 +36,29 @@ double WarmupCosineLr::lr(int64_t step) const {
   return o.min_lr + (o.peak_lr - o.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
+void LrSchedule::load_state_dict(const StateDict& state) const {
+  for (const auto& [key, mine] : state_dict().values) {
+    const std::string& saved = state.get_text(key);
+    MIXP_CHECK(saved == mine, "the saved learning-rate schedule has ", key, " ", saved,
+               ", this run's has ", mine);
+  }
+}
+
+StateDict ConstantLr::state_dict() const {
+  StateDict s;
+  s.set_text("kind", "constant");
+  s.set_real("lr", lr_);
+  return s;
+}
+
+StateDict WarmupCosineLr::state_dict() const {
+  StateDict s;
+  s.set_text("kind", "warmup-cosine");
+  s.set_real("peak_lr", options_.peak_lr);
+  s.set_real("min_lr", options_.min_lr);
+  s.set_int("warmup_steps", options_.warmup_steps);
+  s.set_int("total_steps", options_.total_steps);
+  return s;
+}
+
 }  // namespace mixp::optim

@@ -140,6 +140,43 @@ void MasterWeightOptimizer::restart_master(size_t i) {
   versions_[i] = p.version();
 }
 
+void MasterWeightOptimizer::save_state(StateDict& state) const {
+  Optimizer::save_state(state);
+  state.set_philox("rounding", rounding_);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    if (masters_[i].defined() || master_lows_[i].defined())
+      state.tensors["master/" + index] = master(i);
+    if (compensations_[i].defined()) state.tensors["compensation/" + index] = compensations_[i];
+  }
+}
+
+void MasterWeightOptimizer::check_state(const StateDict& state) const {
+  Optimizer::check_state(state);
+  (void)state.get_philox("rounding");
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    const Tensor& p = parameters_[i];
+    if (masters_[i].defined() || master_lows_[i].defined())
+      (void)state.tensor("master/" + index, DType::f32, p.shape());
+    if (compensations_[i].defined()) (void)state.tensor("compensation/" + index, compensations_[i]);
+  }
+}
+
+void MasterWeightOptimizer::apply_state(const StateDict& state) {
+  Optimizer::apply_state(state);
+  rounding_ = state.get_philox("rounding");
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const std::string index = std::to_string(i);
+    if (masters_[i].defined() || master_lows_[i].defined())
+      set_master(i, state.tensor("master/" + index));
+    if (compensations_[i].defined()) compensations_[i].copy_(state.tensor("compensation/" + index));
+    // The parameters were just loaded by copy_: they are the saved values, not someone
+    // else's writes for the next step to restart from.
+    versions_[i] = parameters_[i].version();
+  }
+}
+
 PhiloxState MasterWeightOptimizer::take_rounding_words(uint64_t count) {
   const PhiloxState start = rounding_;
   rounding_.offset += count;

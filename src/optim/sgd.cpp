@@ -60,6 +60,39 @@ void Sgd::set_momentum_started(size_t i, bool started) {
   started_[i] = started;
 }
 
+void Sgd::save_state(StateDict& state) const {
+  MasterWeightOptimizer::save_state(state);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!momentum_[i].defined()) continue;
+    const std::string index = std::to_string(i);
+    state.tensors["momentum/" + index] = momentum_[i];
+    state.set_int("momentum_started/" + index, started_[i] ? 1 : 0);
+  }
+}
+
+void Sgd::check_state(const StateDict& state) const {
+  MasterWeightOptimizer::check_state(state);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!momentum_[i].defined()) continue;
+    const std::string index = std::to_string(i);
+    (void)state.tensor("momentum/" + index, momentum_[i]);
+    const int64_t started = state.get_int("momentum_started/" + index);
+    MIXP_CHECK(started == 0 || started == 1, "saved momentum_started/", index,
+               " must be 0 or 1, got ", started);
+  }
+}
+
+void Sgd::apply_state(const StateDict& state) {
+  MasterWeightOptimizer::apply_state(state);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!momentum_[i].defined()) continue;
+    const std::string index = std::to_string(i);
+    momentum_[i].copy_(state.tensor("momentum/" + index));
+    started_[i] = state.get_int("momentum_started/" + index) == 1;
+  }
+}
+
 namespace {
 template <typename C>
 void sgd_update(const MasterWeightOptimizer::Slot& s, Tensor buffer, bool first, double lr_d,

@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "mixp/dtype.h"
+#include "mixp/state_dict.h"
 #include "mixp/tensor.h"
 
 namespace mixp::amp {
@@ -184,6 +185,9 @@ class Fp8State {
   /// = [scale, amax]) for a checkpoint, and back. load_state checks the names and shapes.
   std::vector<std::pair<std::string, Tensor>> state() const;
   void load_state(const std::map<std::string, Tensor>& tensors);
+  /// state() as a StateDict, the "fp8/" prefix left to the caller ("<site>/<k>/history", ...).
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
 
   struct Site {
     std::string kind;  ///< "linear" or "attention"

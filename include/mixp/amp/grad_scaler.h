@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "mixp/optim/optimizer.h"
+#include "mixp/state_dict.h"
 #include "mixp/tensor.h"
 
 namespace mixp::amp {
@@ -186,6 +187,9 @@ class GradScaler {
   /// Restores a state() (PyTorch's five keys are required, mixp's are optional). Throws
   /// mixp::Error naming a missing or bad key, leaving the scaler unchanged.
   void load_state(const std::map<std::string, double>& state);
+  /// state() as a StateDict of exact reals, for checkpoints, and back (load_state's checks).
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
 
   /// Receives the one warning a scaler gives (the scale could not fall further); the default
   /// writes it to stderr.

@@ -68,6 +68,10 @@ class AdamFamily : public MasterWeightOptimizer {
   /// One update of every parameter that has a gradient.
   void update(const std::array<double, 2>& betas, double eps, double weight_decay,
               WeightDecay decay);
+  /// Adds "exp_avg/<i>", "exp_avg_sq/<i>" (in the moments' dtype) and "parameter_steps/<i>".
+  void save_state(StateDict& state) const override;
+  void check_state(const StateDict& state) const override;
+  void apply_state(const StateDict& state) override;
 
  private:
   const char* name_;
@@ -81,6 +85,7 @@ class Adam : public AdamFamily {
   Adam(std::vector<Tensor> parameters, const AdamOptions& options = {});
 
   void step() override;
+  const char* kind() const override { return "adam"; }
   const AdamOptions& options() const { return options_; }
 
  private:

@@ -43,6 +43,7 @@ class AdamW : public AdamFamily {
   AdamW(std::vector<Tensor> parameters, const AdamWOptions& options = {});
 
   void step() override;
+  const char* kind() const override { return "adamw"; }
   const AdamWOptions& options() const { return options_; }
 
  private:

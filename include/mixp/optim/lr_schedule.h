@@ -1,7 +1,9 @@
 // mixp/optim/lr_schedule.h — learning rate as a function of the step.
 //
 // A schedule maps the index of the update about to be applied (0 for the first) to a learning
-// rate. It holds no state: resuming a run only needs the step, which Optimizer::steps() counts.
+// rate. It holds no state that changes: resuming a run only needs the step, which
+// Optimizer::steps() counts. Its state_dict() is its settings, which a checkpoint keeps so that
+// load_state_dict() can refuse to continue a run under another schedule.
 //
 //   ConstantLr{lr}                 lr at every step
 //   WarmupCosineLr{...}            linear warmup from peak / warmup_steps at step 0 to peak at
@@ -22,6 +24,8 @@
 
 #include <cstdint>
 
+#include "mixp/state_dict.h"
+
 namespace mixp::optim {
 
 class LrSchedule {
@@ -29,6 +33,10 @@ class LrSchedule {
   virtual ~LrSchedule() = default;
   /// The learning rate for update number `step` (from 0); step must be >= 0.
   virtual double lr(int64_t step) const = 0;
+  /// "kind" ("constant" or "warmup-cosine") and the settings.
+  virtual StateDict state_dict() const = 0;
+  /// Throws mixp::Error naming the first setting of `state` that differs from this schedule's.
+  void load_state_dict(const StateDict& state) const;
 };
 
 class ConstantLr : public LrSchedule {
@@ -36,6 +44,7 @@ class ConstantLr : public LrSchedule {
   /// lr must be finite and >= 0.
   explicit ConstantLr(double lr);
   double lr(int64_t step) const override;
+  StateDict state_dict() const override;
 
  private:
   double lr_;
@@ -53,6 +62,7 @@ class WarmupCosineLr : public LrSchedule {
   /// Throws mixp::Error naming the offending value.
   explicit WarmupCosineLr(const WarmupCosineOptions& options);
   double lr(int64_t step) const override;
+  StateDict state_dict() const override;
   const WarmupCosineOptions& options() const { return options_; }
 
  private:

@@ -105,6 +105,12 @@ class MasterWeightOptimizer : public Optimizer {
   MasterWeightOptimizer(std::vector<Tensor> parameters, double lr, Precision precision,
                         PhiloxState rounding);
 
+  /// Adds "rounding" (the stream) and, per low-precision parameter i, "master/<i>" (fp32,
+  /// assembled) or "compensation/<i>" where the mode keeps one.
+  void save_state(StateDict& state) const override;
+  void check_state(const StateDict& state) const override;
+  void apply_state(const StateDict& state) override;
+
   /// The slot of parameter i for this step; reserves its stochastic-rounding words, and
   /// restarts its master from the parameter if someone else wrote the parameter.
   Slot slot(size_t i);

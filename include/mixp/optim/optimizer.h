@@ -16,6 +16,7 @@
 
 #include <vector>
 
+#include "mixp/state_dict.h"
 #include "mixp/tensor.h"
 
 namespace mixp::optim {
@@ -43,7 +44,24 @@ class Optimizer {
   /// (mixp/optim/master_weights.h).
   void set_steps(int64_t steps);
 
+  /// The optimizer's state for a checkpoint (mixp/state_dict.h): "kind", "steps", "lr", and
+  /// what each optimizer adds (masters, moments, momentum buffers, per-parameter steps, the
+  /// stochastic-rounding stream). load_state_dict() first checks the whole state against this
+  /// optimizer (its kind, its parameters' count, shapes and dtypes), then applies it: a state
+  /// that does not fit throws mixp::Error naming the key, and changes nothing.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
+  /// "sgd", "adam" or "adamw" for mixp's optimizers.
+  virtual const char* kind() const { return "optimizer"; }
+
  protected:
+  /// Adds this optimizer's entries to `state`; overrides call their base first.
+  virtual void save_state(StateDict& state) const;
+  /// Throws mixp::Error unless `state` fits this optimizer; overrides call their base first.
+  virtual void check_state(const StateDict& state) const;
+  /// Applies a state that check_state() accepted; overrides call their base first.
+  virtual void apply_state(const StateDict& state);
+
   std::vector<Tensor> parameters_;
   double learning_rate_ = 0.0;
   int64_t steps_ = 0;

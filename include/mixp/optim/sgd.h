@@ -44,6 +44,7 @@ class Sgd : public MasterWeightOptimizer {
   Sgd(std::vector<Tensor> parameters, const SgdOptions& options = {});
 
   void step() override;
+  const char* kind() const override { return "sgd"; }
   const SgdOptions& options() const { return options_; }
   /// The momentum buffer of parameter i (undefined without momentum or before its first step).
   Tensor momentum_buffer(size_t i) const;
@@ -57,6 +58,12 @@ class Sgd : public MasterWeightOptimizer {
   bool momentum_started(size_t i) const;
   /// Throws mixp::Error for an index out of range or a start without momentum.
   void set_momentum_started(size_t i, bool started);
+
+ protected:
+  /// Adds "momentum/<i>" and "momentum_started/<i>" (0 or 1) with momentum.
+  void save_state(StateDict& state) const override;
+  void check_state(const StateDict& state) const override;
+  void apply_state(const StateDict& state) override;
 
  private:
   SgdOptions options_;
