@@ -1,9 +1,13 @@
 // Naming, listing, writing and pruning the checkpoints of a run folder.
 #include "mixp/io/checkpoint.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "mixp/error.h"
 
@@ -11,6 +15,83 @@ namespace mixp::io {
 namespace {
 
 constexpr std::string_view kPrefix = "checkpoint-", kSuffix = ".safetensors";
+constexpr const char* kFormat = "mixp-checkpoint";
+constexpr const char* kStateChecksumKey = "__state__";
+
+uint32_t crc32_of(const void* data, size_t size) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const auto* bytes = static_cast<const Bytef*>(data);
+  while (size > 0) {  // zlib takes at most a uInt at a time
+    const uInt chunk = uInt(std::min<size_t>(size, 1u << 30));
+    crc = ::crc32(crc, bytes, chunk);
+    bytes += chunk;
+    size -= chunk;
+  }
+  return uint32_t(crc);
+}
+uint32_t crc32_of(const Tensor& t) { return crc32_of(t.raw_data(), t.nbytes()); }
+
+std::string metadata_value(const SafetensorsFile& file, const std::string& path,
+                           const std::string& key) {
+  const auto it = file.metadata.find(key);
+  MIXP_CHECK(it != file.metadata.end(), path, ": no '", key, "' in the metadata");
+  return it->second;
+}
+
+// The metadata of the file's header, without reading its tensors; nothing when the header
+// does not read.
+std::optional<std::map<std::string, std::string>> header_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t size = 0;
+  if (!in.read(reinterpret_cast<char*>(&size), sizeof size) || size > kMaxSafetensorsHeader)
+    return std::nullopt;
+  std::string header(size, '\0');
+  if (!in.read(header.data(), std::streamsize(size))) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  std::map<std::string, std::string> out;
+  if (!j.contains("__metadata__") || !j["__metadata__"].is_object()) return out;
+  for (const auto& [k, v] : j["__metadata__"].items())
+    if (v.is_string()) out[k] = v.get<std::string>();
+  return out;
+}
+
+int parse_version(const std::string& path, const std::string& text) {
+  int version = 0;
+  for (const char c : text) {
+    MIXP_CHECK(c >= '0' && c <= '9' && version < 100000, path, ": format version '", text,
+               "' is not a number");
+    version = version * 10 + (c - '0');
+  }
+  MIXP_CHECK(!text.empty() && version >= 1, path, ": format version '", text, "' is not valid");
+  MIXP_CHECK(version <= kCheckpointVersion, path, ": checkpoint format version ", version,
+             " is newer than this mixp reads (version ", kCheckpointVersion,
+             "); resume it with a newer mixp");
+  return version;
+}
+
+// Version 2: every tensor's bytes and the state's text against "checksums".
+void verify_checksums(const Checkpoint& c, const std::string& state_text) {
+  nlohmann::json sums;
+  try {
+    sums = nlohmann::json::parse(metadata_value(c.file, c.path, "checksums"));
+  } catch (const nlohmann::json::exception&) {
+    MIXP_CHECK(false, c.path, ": its checksums are not readable");
+  }
+  MIXP_CHECK(sums.is_object(), c.path, ": its checksums are not readable");
+  auto expected = [&](const std::string& name) {
+    MIXP_CHECK(sums.contains(name) && sums[name].is_number_unsigned(), c.path,
+               ": no checksum for '", name, "'");
+    return sums[name].get<uint32_t>();
+  };
+  for (const auto& [name, t] : c.file.tensors)
+    MIXP_CHECK(crc32_of(t) == expected(name), c.path, ": tensor '", name,
+               "' is corrupt (its bytes do not match the checksum written with them)");
+  MIXP_CHECK(crc32_of(state_text.data(), state_text.size()) == expected(kStateChecksumKey), c.path,
+             ": the saved state values are corrupt (they do not match their checksum)");
+  MIXP_CHECK(sums.size() == c.file.tensors.size() + 1, c.path, ": ", sums.size() - 1,
+             " checksums for ", c.file.tensors.size(), " tensors: a tensor is missing");
+}
 
 // The step of a checkpoint's file name, or nothing for any other name.
 std::optional<int64_t> step_of(const std::string& name) {
@@ -51,18 +132,39 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return found;
 }
 
-std::string write_checkpoint(const std::string& dir, int64_t step,
-                             const std::vector<std::pair<std::string, Tensor>>& tensors,
+std::optional<std::string> checkpoint_run_id(const std::string& path) {
+  const auto metadata = header_metadata(path);
+  if (!metadata) return std::nullopt;
+  const auto it = metadata->find("run_id");
+  return it == metadata->end() ? "" : it->second;
+}
+
+std::string write_checkpoint(const std::string& dir, int64_t step, const std::string& run_id,
+                             const StateDict& state,
                              const std::map<std::string, std::string>& metadata, int keep) {
   namespace fs = std::filesystem;
   MIXP_CHECK(keep >= 1, "checkpoint: keep must be >= 1, got ", keep);
+  MIXP_CHECK(!run_id.empty(), "checkpoint: a run id is needed");
   fs::create_directories(dir);
   const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
-  write_safetensors(path, tensors, metadata);  // durable once this returns
-  const auto all = list_checkpoints(dir);
-  for (size_t i = size_t(keep); i < all.size(); ++i) {
+  std::vector<std::pair<std::string, Tensor>> tensors(state.tensors.begin(), state.tensors.end());
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [name, t] : tensors) sums[name] = crc32_of(t);
+  const std::string state_text = nlohmann::json(state.values).dump();
+  sums[kStateChecksumKey] = crc32_of(state_text.data(), state_text.size());
+  std::map<std::string, std::string> all = metadata;
+  all["format"] = kFormat;
+  all["version"] = std::to_string(kCheckpointVersion);
+  all["run_id"] = run_id;
+  all["step"] = std::to_string(step);
+  all["state"] = state_text;
+  all["checksums"] = sums.dump();
+  write_safetensors(path, tensors, all);  // durable once this returns
+  int kept = 0;
+  for (const auto& [other_step, other] : list_checkpoints(dir)) {
+    if (checkpoint_run_id(other) != run_id) continue;  // another run's: not ours to prune
     std::error_code ec;
-    fs::remove(all[i].second, ec);  // a leftover old checkpoint is harmless
+    if (++kept > keep) fs::remove(other, ec);  // a leftover old checkpoint is harmless
   }
   // Temporary files of checkpoints are strays of writes that crashed before their rename (this
   // one's was renamed): never read, and removed here so that they do not pile up.
@@ -75,16 +177,54 @@ std::string write_checkpoint(const std::string& dir, int64_t step,
   return path;
 }
 
+Checkpoint read_checkpoint(const std::string& path) {
+  Checkpoint c;
+  c.path = path;
+  c.file = read_safetensors(path, MemoryTag::workspace);
+  MIXP_CHECK(metadata_value(c.file, path, "format") == kFormat, path,
+             ": not a mixp checkpoint (format '", c.file.metadata.at("format"), "')");
+  c.version = parse_version(path, metadata_value(c.file, path, "version"));
+  const std::string step = metadata_value(c.file, path, "step");
+  try {
+    c.step = std::stoll(step);
+  } catch (const std::exception&) {
+    MIXP_CHECK(false, path, ": step '", step, "' is not a number");
+  }
+  if (c.version == 1) return c;
+  c.run_id = metadata_value(c.file, path, "run_id");
+  const std::string state_text = metadata_value(c.file, path, "state");
+  verify_checksums(c, state_text);
+  const nlohmann::json values = nlohmann::json::parse(state_text, nullptr, false);
+  MIXP_CHECK(values.is_object(), path, ": the saved state values are not readable");
+  for (const auto& [k, v] : values.items()) {
+    MIXP_CHECK(v.is_string(), path, ": saved value '", k, "' is not text");
+    c.state.values[k] = v.get<std::string>();
+  }
+  c.state.tensors = c.file.tensors;
+  return c;
+}
+
 std::optional<Checkpoint> read_newest_checkpoint(
-    const std::string& dir, const std::function<void(const Checkpoint&)>& validate,
+    const std::string& dir, const std::string& run_id,
+    const std::function<void(const Checkpoint&)>& validate,
     const std::function<void(const std::string&)>& skipped) {
   for (const auto& [step, path] : list_checkpoints(dir)) {
+    // A header that does not read is reported by read_checkpoint() below, with its reason.
+    const std::optional<std::string> id = checkpoint_run_id(path);
+    if (!run_id.empty() && id && *id != run_id) {
+      if (skipped) skipped("skipping " + path + ": it belongs to another run");
+      continue;
+    }
     try {
-      Checkpoint c{step, path, read_safetensors(path)};
+      Checkpoint c = read_checkpoint(path);
+      MIXP_CHECK(c.step == step, path, ": written after step ", c.step, ", not ", step,
+                 " as its name says");
       if (validate) validate(c);
       return c;
     } catch (const Error& e) {
-      if (skipped) skipped("skipping checkpoint " + path + ": " + e.what());
+      std::string why = e.message();
+      if (why.starts_with(path + ": ")) why.erase(0, path.size() + 2);
+      if (skipped) skipped("skipping " + path + ": " + why);
     }
   }
   return std::nullopt;
