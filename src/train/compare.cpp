@@ -6,102 +6,178 @@
 
 #include "mixp/diag/svg.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/train/trainer.h"
+#include "train/report.h"
+#include "train/run_folder.h"
 
 namespace mixp::train {
 
+namespace {
+
+void compare_ratios(CompareResult& result, const CompareRow& base) {
+  result.baseline = base.precision;
+  const double base_speed = base.result.samples_per_s;
+  const double base_memory = double(base.result.peak_memory.at("total"));
+  for (CompareRow& row : result.rows) {
+    if (row.failed()) continue;
+    row.speed_vs_baseline = base_speed > 0 ? row.result.samples_per_s / base_speed : 0.0;
+    row.memory_vs_baseline =
+        base_memory > 0 ? double(row.result.peak_memory.at("total")) / base_memory : 0.0;
+  }
+}
+
+nlohmann::json compare_json(const CompareResult& result, const TrainOptions& options) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const CompareRow& row : result.rows) {
+    nlohmann::json j;
+    if (row.failed()) {
+      j = {{"precision", row.precision}, {"failed", true}, {"error", row.error}};
+    } else {
+      j = nlohmann::json::parse(summary_json(row.result));
+      j["failed"] = false;
+      j["speed_vs_baseline"] = row.speed_vs_baseline;
+      j["memory_vs_baseline"] = row.memory_vs_baseline;
+    }
+    j["run_dir"] = row.precision;
+    runs.push_back(j);
+  }
+  return {{"model", options.model_name},
+          {"seed", options.seed},
+          {"baseline", result.baseline},
+          {"stopped", result.stopped},
+          {"runs", runs}};
+}
+
+void write_compare_files(const CompareResult& result, const TrainOptions& options) {
+  std::filesystem::create_directories(options.out_dir);
+  io::write_file_atomically(options.out_dir + "/compare.json",
+                            compare_json(result, options).dump(2) + "\n");
+  std::vector<diag::Curve> curves;
+  for (const CompareRow& row : result.rows) {
+    if (row.failed()) continue;
+    diag::Curve c;
+    c.label = row.precision;
+    for (const StepMetrics& m : row.result.log) {
+      c.x.push_back(double(m.step));
+      c.y.push_back(m.loss);
+    }
+    curves.push_back(std::move(c));
+  }
+  if (curves.empty()) return;
+  diag::write_line_plot(options.out_dir + "/compare.svg", curves,
+                        {.title = options.model_name + ": training loss by precision",
+                         .x_label = "step",
+                         .y_label = "cross-entropy loss"});
+}
+
+}  // namespace
+
 std::string compare_table(const CompareResult& result) {
   std::string s;
-  char buf[256];
-  const bool classifier =
-      !result.rows.empty() && result.rows.front().result.task == nn::Task::classification;
+  char buf[512];
+  const CompareRow* first = nullptr;
+  for (const CompareRow& row : result.rows)
+    if (!row.failed() && !first) first = &row;
+  const bool classifier = first && first->result.task == nn::Task::classification;
   std::snprintf(buf, sizeof buf, "%-10s %10s %10s %10s %9s %11s %9s %10s %9s %8s\n", "precision",
                 "train loss", "eval loss", classifier ? "accuracy" : "bits/char", "ms/step",
                 "samples/s", "speed", "peak MiB", "memory", "skipped");
   s += buf;
   for (const CompareRow& row : result.rows) {
+    if (row.failed()) {
+      std::snprintf(buf, sizeof buf, "%-10s FAILED: %s\n", row.precision.c_str(),
+                    row.error.c_str());
+      s += buf;
+      continue;
+    }
     const TrainResult& r = row.result;
     const double metric =
         classifier ? 100.0 * r.test_accuracy.value_or(0.0) : r.bits_per_char.value_or(0.0);
     std::snprintf(buf, sizeof buf,
                   "%-10s %10.4f %10.4f %9.*f%s %9.2f %11.1f %8.2fx %10.1f %8.2fx %8lld\n",
-                  r.precision.c_str(), r.final_train_loss, r.final_eval_loss, classifier ? 2 : 4,
+                  row.precision.c_str(), r.final_train_loss, r.final_eval_loss, classifier ? 2 : 4,
                   metric, classifier ? "%" : " ", r.median_step_ms, r.samples_per_s,
                   row.speed_vs_baseline, double(r.peak_memory.at("total")) / (1 << 20),
                   row.memory_vs_baseline, (long long)r.skipped_steps);
     s += buf;
   }
-  s += "speed and memory are relative to " + result.baseline + "\n";
+  if (first) s += "speed and memory are relative to " + result.baseline + "\n";
   return s;
 }
+
+namespace {
+
+// One precision of compare(): trained, resumed, or read back from its finished folder.
+CompareRow run_precision(const std::function<RunInputs()>& make, const std::string& precision,
+                         const TrainOptions& options) {
+  CompareRow row;
+  row.precision = precision;
+  TrainOptions o = options;
+  o.precision = precision;
+  if (!o.config.empty()) {  // the run's configuration names its own precision
+    nlohmann::json config = nlohmann::json::parse(o.config);
+    nlohmann::json& train = config.contains("train") ? config["train"] : config;
+    train["precision"] = precision;
+    o.config = config.dump();
+  }
+  if (!options.out_dir.empty()) o.out_dir = options.out_dir + "/" + precision;
+  try {
+    if (options.resume) {
+      if (std::filesystem::exists(o.out_dir + "/summary.json")) {
+        row.result = read_finished_run(o.out_dir);
+        return row;
+      }
+      o.resume = !io::list_checkpoints(o.out_dir).empty();
+      o.overwrite = !o.resume;  // compare's own unfinished folder, with nothing to resume
+    }
+    RunInputs inputs = make();
+    MIXP_CHECK(inputs.model && inputs.data, "the inputs of '", precision,
+               "' lack a model or data");
+    row.result = train(*inputs.model, *inputs.data, o);
+    if (row.result.stopped)
+      row.error = "stopped at step " + std::to_string(row.result.steps) +
+                  "; continue with --resume";
+  } catch (const Error& e) {
+    row.error = e.message();
+  }
+  return row;
+}
+
+}  // namespace
 
 CompareResult compare(const std::function<RunInputs()>& make,
                       const std::vector<std::string>& precisions, const TrainOptions& options) {
   MIXP_CHECK(!precisions.empty(), "compare: no precisions given");
   std::set<std::string> seen;
   for (const std::string& p : precisions)
-    MIXP_CHECK(seen.insert(p).second, "compare: precision '", p, "' is given twice");
+    MIXP_CHECK(seen.insert(p).second, "precision '", p, "' is given twice");
 
+  if (!options.out_dir.empty() && !options.resume && !options.overwrite) {
+    std::string used;
+    if (std::filesystem::exists(options.out_dir + "/compare.json")) used = "compare.json";
+    for (const std::string& p : precisions)
+      if (!run_files(options.out_dir + "/" + p).empty()) used += (used.empty() ? "" : ", ") + p + "/";
+    MIXP_CHECK(used.empty(), "the folder ", options.out_dir, " holds an earlier compare (", used,
+               "); continue it with --resume, choose another --out, or give --overwrite to "
+               "replace it");
+  }
   CompareResult result;
   for (const std::string& precision : precisions) {
-    RunInputs inputs = make();
-    MIXP_CHECK(inputs.model && inputs.data, "compare: the inputs of '", precision,
-               "' lack a model or data");
-    TrainOptions o = options;
-    o.precision = precision;
-    if (!options.out_dir.empty()) o.out_dir = options.out_dir + "/" + precision;
-    CompareRow row;
-    row.result = train(*inputs.model, *inputs.data, o);
-    result.rows.push_back(std::move(row));
-  }
-  const CompareRow* base = &result.rows.front();
-  for (const CompareRow& row : result.rows)
-    if (row.result.precision == "fp32") base = &row;
-  result.baseline = base->result.precision;
-  const double base_speed = base->result.samples_per_s;
-  const double base_memory = double(base->result.peak_memory.at("total"));
-  for (CompareRow& row : result.rows) {
-    row.speed_vs_baseline = base_speed > 0 ? row.result.samples_per_s / base_speed : 0.0;
-    row.memory_vs_baseline =
-        base_memory > 0 ? double(row.result.peak_memory.at("total")) / base_memory : 0.0;
-  }
-
-  const std::string table = compare_table(result);
-  if (options.log) {
-    std::fputs(table.c_str(), options.log);
-    std::fflush(options.log);
-  }
-  if (!options.out_dir.empty()) {
-    std::filesystem::create_directories(options.out_dir);
-    nlohmann::json runs = nlohmann::json::array();
-    for (const CompareRow& row : result.rows) {
-      nlohmann::json j = nlohmann::json::parse(summary_json(row.result));
-      j["speed_vs_baseline"] = row.speed_vs_baseline;
-      j["memory_vs_baseline"] = row.memory_vs_baseline;
-      j["run_dir"] = row.result.precision;
-      runs.push_back(j);
+    result.rows.push_back(run_precision(make, precision, options));
+    if (result.rows.back().result.stopped) {
+      result.stopped = true;
+      break;
     }
-    const nlohmann::json doc = {{"model", options.model_name},
-                                {"seed", options.seed},
-                                {"baseline", result.baseline},
-                                {"runs", runs}};
-    io::write_file_atomically(options.out_dir + "/compare.json", doc.dump(2) + "\n");
-    std::vector<diag::Curve> curves;
-    for (const CompareRow& row : result.rows) {
-      diag::Curve c;
-      c.label = row.result.precision;
-      for (const StepMetrics& m : row.result.log) {
-        c.x.push_back(double(m.step));
-        c.y.push_back(m.loss);
-      }
-      curves.push_back(std::move(c));
-    }
-    diag::write_line_plot(options.out_dir + "/compare.svg", curves,
-                          {.title = options.model_name + ": training loss by precision",
-                           .x_label = "step",
-                           .y_label = "cross-entropy loss"});
   }
+  const CompareRow* base = nullptr;
+  for (const CompareRow& row : result.rows) {
+    if (row.failed()) continue;
+    if (!base || row.precision == "fp32") base = &row;
+  }
+  if (base) compare_ratios(result, *base);
+  if (!options.out_dir.empty()) write_compare_files(result, options);
   return result;
 }
 

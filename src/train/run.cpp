@@ -1,6 +1,10 @@
 // The built-in models and data sets behind `mixp train` and `mixp compare`.
 #include "mixp/train/run.h"
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -9,6 +13,7 @@
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
+#include "train/run_folder.h"
 
 namespace mixp::train {
 namespace {
@@ -139,65 +144,129 @@ std::string data_path(const RunConfig& config) {
 struct Prepared {
   TrainOptions options;
   std::function<RunInputs()> make;
+  std::optional<DataFingerprint> data;  // none for synthetic data
 };
 
-Prepared prepare(const RunConfig& config) {
-  const nn::Task task = task_of(config.model.name);
-  (void)amp::preset(config.train.precision);  // an unknown preset fails before loading data
-  MIXP_CHECK(config.batch >= 0, "the batch size must be positive, got ", config.batch);
-  const std::string path = task == nn::Task::regression ? "" : data_path(config);
-  const bool defaulted = config.data.empty();
-  Prepared p;
-  p.options = config.train;
-  p.options.model_name = config.model.name;
-  const uint64_t seed = config.train.seed;
-  if (task == nn::Task::regression) {
-    MIXP_CHECK(config.data.empty(), "model ", config.model.name,
-               " trains on synthetic data made from the seed; it takes no --data");
-    // The full batch by default: the gradient of the mean squared error shrinks with the
-    // batch, and at 4096 samples it is below fp16's range (the point of this model).
-    auto data = std::make_shared<const data::Regression>(data::make_tiny_gradient_regression(seed));
-    const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
-    nn::ModelConfig model = config.model;
-    p.make = [data, model, batch, seed] {
-      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                       std::make_unique<RegressionSource>(data, batch)};
-    };
-  } else if (task == nn::Task::classification) {
-    MIXP_CHECK(std::filesystem::is_directory(path), "no IDX data set at ", path,
-               defaulted ? ": install Debian's dataset-fashion-mnist (scripts/install-deps.sh) "
-                           "or pass --data DIR"
-                         : ": --data must be a folder of IDX files");
-    const int64_t batch = config.batch > 0 ? config.batch : 64;
-    auto data = std::make_shared<const data::ImageClassification>(
-        data::load_idx_classification(path, config.model.classes));
-    nn::ModelConfig model = config.model;
-    model.classes = data->train.classes;
-    model.image_size = data->train.images.size(2);
-    p.make = [data, model, batch, seed] {
-      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                       std::make_unique<ImageSource>(data, batch, seed)};
-    };
-  } else {
-    MIXP_CHECK(std::filesystem::is_regular_file(path), "no text at ", path,
-               defaulted ? " (the default corpus of lstm and gpt): run scripts/make-kjv.sh from "
-                           "the repository root, or pass --data FILE"
-                         : ": --data must be a text file");
-    const int64_t batch = config.batch > 0 ? config.batch : 16;
-    auto text = std::make_shared<const data::CharText>(data::load_char_text(path));
-    nn::ModelConfig model = config.model;
-    model.vocab = int64_t(text->vocabulary.size());
-    const int64_t context = model.context;
-    if (p.options.steps == 0) {
-      const int64_t per_epoch =
-          std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
-      p.options.steps = p.options.epochs * per_epoch;
-    }
-    p.make = [text, model, batch, context, seed] {
-      return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                       std::make_unique<TextSource>(text, batch, context, seed)};
-    };
+uint32_t crc32_of(uint32_t crc, const Tensor& t) {
+  const auto* bytes = static_cast<const Bytef*>(t.raw_data());
+  for (size_t done = 0, n = t.nbytes(); done < n;) {
+    const uInt chunk = uInt(std::min<size_t>(n - done, 1u << 30));
+    crc = uint32_t(::crc32(crc, bytes + done, chunk));
+    done += chunk;
   }
+  return crc;
+}
+
+DataFingerprint fingerprint_of(const std::string& path, const std::vector<Tensor>& train_split) {
+  DataFingerprint f;
+  f.path = path;
+  f.crc32 = uint32_t(::crc32(0L, Z_NULL, 0));
+  for (const Tensor& t : train_split) {
+    f.bytes += int64_t(t.nbytes());
+    f.crc32 = crc32_of(f.crc32, t);
+  }
+  return f;
+}
+
+void check_fingerprint(const DataFingerprint& expected, const DataFingerprint& found) {
+  auto describe = [](const DataFingerprint& f) {
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", f.crc32);
+    return std::to_string(f.bytes) + " bytes of training data with crc32 " + crc;
+  };
+  MIXP_CHECK(expected.bytes == found.bytes && expected.crc32 == found.crc32 &&
+                 expected.vocabulary == found.vocabulary,
+             "the data at ", found.path, " is not the data this run trained on: the run expects ",
+             describe(expected),
+             expected.vocabulary == found.vocabulary ? "" : " and another vocabulary",
+             " (from ", expected.path, "), and found ", describe(found),
+             ". Resume with the run's own data (--data), or start a new run");
+}
+
+Prepared prepare_regression(const RunConfig& config) {
+  MIXP_CHECK(config.data.empty(), "model ", config.model.name,
+             " trains on synthetic data made from the seed; it takes no --data");
+  // The full batch by default: the gradient of the mean squared error shrinks with the
+  // batch, and at 4096 samples it is below fp16's range (the point of this model).
+  const uint64_t seed = config.train.seed;
+  auto data = std::make_shared<const data::Regression>(data::make_tiny_gradient_regression(seed));
+  const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
+  nn::ModelConfig model = config.model;
+  Prepared p;
+  p.make = [data, model, batch, seed] {
+    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                     std::make_unique<RegressionSource>(data, batch)};
+  };
+  return p;
+}
+
+Prepared prepare_images(const RunConfig& config, const std::string& path) {
+  MIXP_CHECK(std::filesystem::is_directory(path), "no IDX data set at ", path,
+             config.data.empty()
+                 ? ": install Debian's dataset-fashion-mnist (scripts/install-deps.sh) or pass "
+                   "--data DIR"
+                 : ": --data must be a folder of IDX files");
+  const int64_t batch = config.batch > 0 ? config.batch : 64;
+  auto data = std::make_shared<const data::ImageClassification>(
+      data::load_idx_classification(path, config.model.classes));
+  nn::ModelConfig model = config.model;
+  model.classes = data->train.classes;
+  model.image_size = data->train.images.size(2);
+  const uint64_t seed = config.train.seed;
+  Prepared p;
+  p.data = fingerprint_of(path, {data->train.images, data->train.labels});
+  p.make = [data, model, batch, seed] {
+    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                     std::make_unique<ImageSource>(data, batch, seed)};
+  };
+  return p;
+}
+
+Prepared prepare_text(const RunConfig& config, const std::string& path) {
+  MIXP_CHECK(std::filesystem::is_regular_file(path), "no text at ", path,
+             config.data.empty()
+                 ? " (the default corpus of lstm and gpt): run scripts/make-kjv.sh from the "
+                   "repository root, or pass --data FILE"
+                 : ": --data must be a text file");
+  const int64_t batch = config.batch > 0 ? config.batch : 16;
+  auto text = std::make_shared<const data::CharText>(data::load_char_text(path));
+  nn::ModelConfig model = config.model;
+  model.vocab = int64_t(text->vocabulary.size());
+  const int64_t context = model.context;
+  Prepared p;
+  p.options.steps = config.train.steps;
+  if (p.options.steps == 0) {
+    const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
+    p.options.steps = config.train.epochs * per_epoch;
+  }
+  p.data = fingerprint_of(path, {text->train_tokens});
+  p.data->vocabulary = text->vocabulary;
+  const uint64_t seed = config.train.seed;
+  p.make = [text, model, batch, context, seed] {
+    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
+                     std::make_unique<TextSource>(text, batch, context, seed)};
+  };
+  return p;
+}
+
+Prepared prepare(RunConfig config) {
+  const nn::Task task = task_of(config.model.name);
+  validate_options(config.train);  // bad options fail before the data is loaded
+  MIXP_CHECK(config.batch >= 0, "the batch size must be positive, got ", config.batch);
+  const std::string path =
+      task == nn::Task::regression
+          ? ""
+          : std::filesystem::absolute(data_path(config)).lexically_normal().string();
+  Prepared p = task == nn::Task::regression       ? prepare_regression(config)
+               : task == nn::Task::classification ? prepare_images(config, path)
+                                                  : prepare_text(config, path);
+  const int64_t steps = p.options.steps;
+  p.options = config.train;
+  if (task == nn::Task::language_model) p.options.steps = steps;
+  p.options.model_name = config.model.name;
+  if (config.fingerprint && p.data) check_fingerprint(*config.fingerprint, *p.data);
+  if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
+  if (p.options.config.empty()) p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
   return p;
 }
 
@@ -218,10 +287,88 @@ std::string default_data_path(const std::string& model_name) {
   return kKjv;
 }
 
-std::string run_config_json(const RunConfig& c) {
+namespace {
+
+nlohmann::json optional_json(const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+nlohmann::json train_json(const TrainOptions& t) {
+  const OptimizerConfig& o = t.optimizer;
+  return {{"precision", t.precision},
+          {"optimizer_state", name_of(optimizer_state_dtype(t))},
+          {"epochs", t.epochs},
+          {"steps", t.steps},
+          {"lr", optional_json(t.lr)},
+          {"optimizer",
+           {{"name", o.name},
+            {"weight_decay", optional_json(o.weight_decay)},
+            {"betas", optional_json(o.betas)},
+            {"eps", o.eps},
+            {"momentum", o.momentum},
+            {"nesterov", o.nesterov}}},
+          {"schedule",
+           {{"name", t.schedule.name},
+            {"warmup_steps", optional_json(t.schedule.warmup_steps)},
+            {"min_lr", optional_json(t.schedule.min_lr)}}},
+          {"limits",
+           {{"min_loss_scale", t.limits.min_loss_scale},
+            {"max_skipped_in_a_row", t.limits.max_skipped_in_a_row},
+            {"max_skipped_fraction", t.limits.max_skipped_fraction}}},
+          {"seed", t.seed},
+          {"threads", t.threads},
+          {"eval_interval", t.eval_interval},
+          {"log_interval", t.log_interval},
+          {"clip_norm", t.clip_norm},
+          {"checkpoint_every", t.checkpoint_every},
+          {"keep_checkpoints", t.keep_checkpoints},
+          {"scaler_growth_interval", t.scaler_growth_interval},
+          {"scaler_underflow_fraction", t.scaler_underflow_fraction},
+          {"scaler_underflow_check_interval", t.scaler_underflow_check_interval},
+          {"on_nonfinite", name_of(t.on_nonfinite)}};
+}
+
+// The settings added after the first checkpoints were written take their defaults when absent.
+void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
+  c.precision = t.at("precision").get<std::string>();
+  c.optimizer_state = t.value("optimizer_state", std::string("f32"));
+  c.epochs = t.at("epochs").get<int64_t>();
+  c.steps = t.at("steps").get<int64_t>();
+  if (!t.at("lr").is_null()) c.lr = t.at("lr").get<double>();
+  if (const auto o = t.find("optimizer"); o != t.end()) {
+    c.optimizer.name = o->at("name").get<std::string>();
+    if (!o->at("weight_decay").is_null()) c.optimizer.weight_decay = o->at("weight_decay").get<double>();
+    if (!o->at("betas").is_null()) c.optimizer.betas = o->at("betas").get<std::array<double, 2>>();
+    c.optimizer.eps = o->at("eps").get<double>();
+    c.optimizer.momentum = o->at("momentum").get<double>();
+    c.optimizer.nesterov = o->at("nesterov").get<bool>();
+  }
+  if (const auto s = t.find("schedule"); s != t.end()) {
+    c.schedule.name = s->at("name").get<std::string>();
+    if (!s->at("warmup_steps").is_null()) c.schedule.warmup_steps = s->at("warmup_steps").get<int64_t>();
+    if (!s->at("min_lr").is_null()) c.schedule.min_lr = s->at("min_lr").get<double>();
+  }
+  if (const auto l = t.find("limits"); l != t.end()) {
+    c.limits.min_loss_scale = l->at("min_loss_scale").get<double>();
+    c.limits.max_skipped_in_a_row = l->at("max_skipped_in_a_row").get<int64_t>();
+    c.limits.max_skipped_fraction = l->at("max_skipped_fraction").get<double>();
+  }
+  c.seed = t.at("seed").get<uint64_t>();
+  c.threads = t.at("threads").get<int>();
+  c.eval_interval = t.at("eval_interval").get<int64_t>();
+  c.log_interval = t.at("log_interval").get<int64_t>();
+  c.clip_norm = t.at("clip_norm").get<double>();
+  c.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
+  c.keep_checkpoints = t.at("keep_checkpoints").get<int>();
+  c.scaler_growth_interval = t.at("scaler_growth_interval").get<int64_t>();
+  c.scaler_underflow_fraction = t.value("scaler_underflow_fraction", 0.0);
+  c.scaler_underflow_check_interval = t.value("scaler_underflow_check_interval", int64_t{1});
+  c.on_nonfinite = parse_on_nonfinite(t.value("on_nonfinite", std::string("stop")));
+}
+
+}  // namespace
+
+std::string run_config_json(const RunConfig& c, const DataFingerprint* data) {
   const nn::ModelConfig& m = c.model;
-  const TrainOptions& t = c.train;
-  const nlohmann::json j = {
+  nlohmann::json j = {
       {"model",
        {{"name", m.name},
         {"layers", m.layers},
@@ -232,23 +379,12 @@ std::string run_config_json(const RunConfig& c) {
         {"classes", m.classes}}},
       {"data", c.data},
       {"batch", c.batch},
-      {"train",
-       {{"precision", t.precision},
-        {"optimizer_state", name_of(optimizer_state_dtype(t))},
-        {"epochs", t.epochs},
-        {"steps", t.steps},
-        {"lr", t.lr ? nlohmann::json(*t.lr) : nlohmann::json(nullptr)},
-        {"seed", t.seed},
-        {"threads", t.threads},
-        {"eval_interval", t.eval_interval},
-        {"log_interval", t.log_interval},
-        {"clip_norm", t.clip_norm},
-        {"checkpoint_every", t.checkpoint_every},
-        {"keep_checkpoints", t.keep_checkpoints},
-        {"scaler_growth_interval", t.scaler_growth_interval},
-        {"scaler_underflow_fraction", t.scaler_underflow_fraction},
-        {"scaler_underflow_check_interval", t.scaler_underflow_check_interval},
-        {"on_nonfinite", name_of(t.on_nonfinite)}}}};
+      {"train", train_json(c.train)},
+      {"mixp_version", version()}};
+  const DataFingerprint* f = data ? data : (c.fingerprint ? &*c.fingerprint : nullptr);
+  if (f)
+    j["data_fingerprint"] = {
+        {"path", f->path}, {"bytes", f->bytes}, {"crc32", f->crc32}, {"vocabulary", f->vocabulary}};
   return j.dump();
 }
 
@@ -266,28 +402,14 @@ RunConfig run_config_from_json(const std::string& text) {
     c.model.classes = m.at("classes").get<decltype(c.model.classes)>();
     c.data = j.at("data").get<std::string>();
     c.batch = j.at("batch").get<int64_t>();
-    const nlohmann::json& t = j.at("train");
-    c.train.precision = t.at("precision").get<std::string>();
-    // Absent from checkpoints written before bf16 moments existed: fp32 moments.
-    c.train.optimizer_state = t.value("optimizer_state", std::string("f32"));
-    c.train.epochs = t.at("epochs").get<int64_t>();
-    c.train.steps = t.at("steps").get<int64_t>();
-    if (!t.at("lr").is_null()) c.train.lr = t.at("lr").get<double>();
-    c.train.seed = t.at("seed").get<uint64_t>();
-    c.train.threads = t.at("threads").get<int>();
-    c.train.eval_interval = t.at("eval_interval").get<int64_t>();
-    c.train.log_interval = t.at("log_interval").get<int64_t>();
-    c.train.clip_norm = t.at("clip_norm").get<double>();
-    c.train.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
-    c.train.keep_checkpoints = t.at("keep_checkpoints").get<int>();
-    c.train.scaler_growth_interval = t.at("scaler_growth_interval").get<int64_t>();
-    // Absent from checkpoints written before underflow-aware growth existed: off.
-    c.train.scaler_underflow_fraction = t.value("scaler_underflow_fraction", 0.0);
-    c.train.scaler_underflow_check_interval =
-        t.value("scaler_underflow_check_interval", int64_t{1});
-    c.train.on_nonfinite = parse_on_nonfinite(t.value("on_nonfinite", std::string("stop")));
+    read_train_settings(j.at("train"), c.train);
+    if (const auto f = j.find("data_fingerprint"); f != j.end())
+      c.fingerprint = DataFingerprint{f->at("path").get<std::string>(),
+                                      f->at("bytes").get<int64_t>(),
+                                      f->at("crc32").get<uint32_t>(),
+                                      f->at("vocabulary").get<std::string>()};
   } catch (const nlohmann::json::exception& e) {
-    MIXP_CHECK(false, "run config: ", e.what());
+    MIXP_CHECK(false, "the run's configuration does not read: ", e.what());
   }
   return c;
 }
@@ -296,7 +418,7 @@ RunConfig resume_config(const std::string& dir,
                         const std::function<void(const std::string&)>& skipped) {
   std::optional<RunConfig> config;
   const auto c = io::read_newest_checkpoint(
-      dir,
+      dir, folder_run_id(dir),
       [&](const io::Checkpoint& ckpt) {
         io::check_finite(ckpt.file, ckpt.path);  // as train() will refuse it
         const auto it = ckpt.file.metadata.find("config");
@@ -313,13 +435,11 @@ RunConfig resume_config(const std::string& dir,
 
 PreparedRun prepare_run(const RunConfig& config) {
   Prepared p = prepare(config);
-  if (p.options.config.empty()) p.options.config = run_config_json(config);
   return {p.options, p.make()};
 }
 
 TrainResult run_train(const RunConfig& config) {
   Prepared p = prepare(config);
-  if (p.options.config.empty()) p.options.config = run_config_json(config);
   RunInputs inputs = p.make();
   return train(*inputs.model, *inputs.data, p.options);
 }

@@ -22,43 +22,14 @@
 #include "mixp/runtime.h"
 #include "support/scratch.h"
 #include "support/vectors.h"
+#include "cli/cli_fixture.h"
 
 namespace mixp {
 namespace {
 
 namespace fs = std::filesystem;
 using test::slurp;
-
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = test::scratch_path("mixp_cli_test_");
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs `mixp ARGS < input`, with input given as text.
-  CliResult mixp(const std::string& args, const std::string& input = "") {
-    const fs::path in = dir_ / "stdin", out = dir_ / "stdout", err = dir_ / "stderr";
-    std::ofstream(in, std::ios::binary) << input;
-    const std::string command = std::string("'") + MIXP_CLI_PATH + "' " + args + " < '" +
-                                in.string() + "' > '" + out.string() + "' 2> '" + err.string() +
-                                "'";
-    const int raw = std::system(command.c_str());
-    CliResult r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  fs::path dir_;
-};
+using namespace cli_test;
 
 std::string input_column(const test::VectorFile& file, int digits) {
   std::string s;
@@ -391,20 +362,8 @@ TEST_F(Cli, TrainHelpListsTheFlags) {
 namespace mixp {
 namespace {
 
-double json_number(const std::string& json, const std::string& key) {
-  const std::string quoted = "\"" + key + "\": ";
-  const size_t at = json.rfind(quoted);
-  if (at == std::string::npos) return NAN;
-  return std::strtod(json.c_str() + at + quoted.size(), nullptr);
-}
+using namespace cli_test;
 
-std::string repeated_text(size_t bytes) {
-  // A small corpus with structure to learn: rotating words.
-  const char* words[] = {"in ", "the ", "beginning ", "was ", "a ", "word ", "and ", "light. "};
-  std::string s;
-  for (size_t i = 0; s.size() < bytes; ++i) s += words[(i * 3 + i / 8) % 8];
-  return s;
-}
 
 TEST_F(Cli, TrainsTheCnnOnFashionMnistInAFewSteps) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
@@ -607,18 +566,6 @@ class CliCheckpoint : public Cli {
            "--threads 1 --checkpoint-every 50 --out '" +
            out.string() + "'";
   }
-  // Starts `mixp ARGS` in the background, output to files in dir_.
-  pid_t spawn(const std::string& args) {
-    const std::string command = std::string("exec '") + MIXP_CLI_PATH + "' " + args + " > '" +
-                                (dir_ / "bg.out").string() + "' 2> '" + (dir_ / "bg.err").string() +
-                                "'";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    return pid;
-  }
   // Waits until `dir` holds a checkpoint; false if the process ended first.
   static bool wait_for_checkpoint(const fs::path& dir, pid_t pid) {
     for (int i = 0; i < 60000; ++i) {
@@ -628,12 +575,6 @@ class CliCheckpoint : public Cli {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return false;
-  }
-  static std::map<std::string, std::vector<uint8_t>> tensors(const fs::path& file) {
-    std::map<std::string, std::vector<uint8_t>> out;
-    for (const auto& [name, t] : io::read_safetensors(file.string()).tensors)
-      out[name] = io::encode_safetensors({{name, t}});
-    return out;
   }
 };
 
@@ -695,7 +636,7 @@ TEST_F(CliCheckpoint, ResumeSkipsATornCheckpointWithAMessage) {
   fs::remove(torn / "model.safetensors");
   const CliResult r = mixp("train --resume '" + torn.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("skipping checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("skipping "), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("checkpoint-00001450"), std::string::npos) << r.out;
   EXPECT_EQ(tensors(straight / "model.safetensors"), tensors(torn / "model.safetensors"));
 }
@@ -735,12 +676,6 @@ class CliReliability : public Cli {
   std::string mlp(const fs::path& data, const fs::path& out, const std::string& more = "") {
     return "train --model mlp --data '" + data.string() + "' --out '" + out.string() +
            "' --threads 1 " + more;
-  }
-  static std::map<std::string, std::vector<uint8_t>> tensors(const fs::path& file) {
-    std::map<std::string, std::vector<uint8_t>> out;
-    for (const auto& [name, t] : io::read_safetensors(file.string()).tensors)
-      out[name] = io::encode_safetensors({{name, t}});
-    return out;
   }
   // tests/io/independent_safetensors_reader.py on `file`: names, dtypes, shapes, offsets.
   CliResult mixp_python(const fs::path& file) {
@@ -799,9 +734,9 @@ TEST_F(CliReliability, ResumeOfAFolderOfOnlyCorruptCheckpointsExitsWithTwo) {
   // The newest cut short; the other with one NaN weight; a third whose header is not JSON.
   fs::resize_file(all[0].second, fs::file_size(all[0].second) - 3);
   io::SafetensorsFile f = io::read_safetensors(all[1].second);
-  std::vector<double> w = f.tensors.at("param/fc1.bias").to_vector();
+  std::vector<double> w = f.tensors.at("model/param/fc1.bias").to_vector();
   w[9] = std::nan("");
-  f.tensors["param/fc1.bias"] = from_values(w, {int64_t(w.size())});
+  f.tensors["model/param/fc1.bias"] = from_values(w, {int64_t(w.size())});
   io::write_safetensors(
       all[1].second,
       std::vector<std::pair<std::string, Tensor>>(f.tensors.begin(), f.tensors.end()), f.metadata);
@@ -813,8 +748,7 @@ TEST_F(CliReliability, ResumeOfAFolderOfOnlyCorruptCheckpointsExitsWithTwo) {
   EXPECT_NE(r.err.find("no usable checkpoint"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(all[0].second + ": tensor"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run past the end of the data"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("tensor 'param/fc1.bias' holds nan at element 9"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("tensor 'model/param/fc1.bias' is corrupt"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(garbled.string() + ": the header is not valid JSON"), std::string::npos)
       << r.err;
 }
@@ -833,18 +767,27 @@ TEST_F(CliReliability, ANonFiniteLossStopsWithTwoOrIsSkipped) {
   EXPECT_EQ(all[0].first, 1);
   EXPECT_FALSE(io::find_nonfinite(io::read_safetensors(all[0].second)));
   EXPECT_FALSE(fs::exists(run / "model.safetensors"));
-  // Continued with skip: every later batch is dropped, and the summary counts them.
+  // Continued with skip: every later batch is dropped. Past 5% of the run's steps that is a
+  // divergence; with that limit lifted, the evaluation of weights thrown to 1e30 is not finite,
+  // which is one too. Either way no model is written.
   r = mixp("train --resume '" + run.string() + "' --on-nonfinite skip");
-  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("resume: --on-nonfinite skip instead of the run's stop"), std::string::npos)
       << r.out;
-  const std::string summary = slurp(run / "summary.json");
-  EXPECT_EQ(json_number(summary, "skipped_steps"), 5.0) << summary;
-  EXPECT_EQ(json_number(summary, "nonfinite_skipped_steps"), 5.0) << summary;
-  // The same from the start.
-  r = mixp(mlp(data, dir_ / "skip", "--steps 6 --lr 1e30 --on-nonfinite skip"));
-  ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(tensors(run / "model.safetensors"), tensors(dir_ / "skip" / "model.safetensors"));
+  EXPECT_NE(r.err.find("the run diverged at step 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--max-skipped-fraction"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the gradient of 'fc1.weight' holds"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(all[0].second + ", is kept"), std::string::npos) << r.err;
+  r = mixp("train --resume '" + run.string() + "' --on-nonfinite skip --max-skipped-fraction 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the evaluation loss is"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(run / "model.safetensors"));
+  // The same from the start: the same diagnosis.
+  const CliResult fresh = mixp(mlp(data, dir_ / "skip",
+                                   "--steps 6 --lr 1e30 --on-nonfinite skip --max-skipped-fraction 1"));
+  EXPECT_EQ(fresh.status, 2);
+  const std::string diagnosis = r.err.substr(0, r.err.find(" The last good"));
+  EXPECT_EQ(fresh.err.rfind(diagnosis, 0), 0u) << fresh.err;
   EXPECT_EQ(mixp(mlp(data, dir_ / "bad", "--steps 2 --on-nonfinite ignore")).status, 2);
 }
 

@@ -24,7 +24,6 @@ InspectOptions deep_mlp(int64_t steps) {
   o.run.train.precision = "amp-fp16";
   o.run.train.steps = steps;
   o.run.train.seed = 2018;  // the paper test's seed
-  o.run.train.log = nullptr;
   return o;
 }
 

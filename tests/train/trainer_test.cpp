@@ -23,6 +23,7 @@
 #include "mixp/io/safetensors.h"
 #include "mixp/ops.h"
 #include "mixp/random.h"
+#include "mixp/train/progress.h"
 #include "support/scratch.h"
 #include "support/xml_check.h"
 
@@ -196,15 +197,16 @@ class Trainer : public ::testing::Test {
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  // Runs into one folder replace each other (overwrite); the folder's rules have tests of their
+  // own (RunFolder below).
   train::TrainOptions options(const std::string& precision = "fp32") const {
     return {.model_name = "tiny",
             .precision = precision,
             .epochs = 3,
             .lr = 0.05,
             .out_dir = dir_.string(),
-            .log_interval = 2,
-            .progress = train::Progress::none,
-            .log = nullptr};
+            .overwrite = true,
+            .log_interval = 2};
   }
   fs::path dir_;
 };
@@ -473,10 +475,11 @@ train::TrainResult train_logging(train::TrainModel& model, train::DataSource& da
                                  train::TrainOptions o, std::string& log) {
   char* buffer = nullptr;
   size_t size = 0;
-  o.log = ::open_memstream(&buffer, &size);
-  o.progress = train::Progress::lines;
+  std::FILE* out = ::open_memstream(&buffer, &size);
+  train::ProgressPrinter progress(out, train::Progress::lines);
+  o.observer = &progress;
   auto flush = [&] {
-    std::fclose(o.log);
+    std::fclose(out);
     log.assign(buffer, size);
     std::free(buffer);
   };
@@ -561,33 +564,31 @@ TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
     EXPECT_EQ(lines, 4);
     if (precision == "amp-fp16") {
       // The checkpoint of step 7 caught the scaler mid-growth, and the scale grew after it.
-      const io::SafetensorsFile c =
-          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
-      const json scaler = json::parse(c.metadata.at("scaler"));
-      EXPECT_GT(scaler.at("_steps").get<double>(), 0.0);
+      const io::Checkpoint c =
+          io::read_checkpoint((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_GT(c.state.get_real("scaler/_steps"), 0.0);
       EXPECT_NE(a.result.log.front().scale, a.result.log.back().scale);
     }
     if (precision == "fp8") {
       // The amax histories and scales are in the checkpoint: one per step so far.
-      const io::SafetensorsFile c =
-          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
-      EXPECT_EQ(c.tensors.at("fp8/0/0/history").numel(), 12);
-      EXPECT_EQ(c.tensors.at("fp8/0/2/meta").numel(), 3);
+      const io::Checkpoint c =
+          io::read_checkpoint((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.state.tensor("fp8/0/0/history").numel(), 12);
+      EXPECT_EQ(c.state.tensor("fp8/0/2/meta").numel(), 3);
     }
     if (precision == "bf16") {
       // The master goes into the file whole, fp32; the moments are bf16.
-      const io::SafetensorsFile c =
-          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
-      EXPECT_EQ(c.tensors.at("optim/0/0/master").dtype(), DType::f32);
-      EXPECT_EQ(c.tensors.at("optim/0/0/exp_avg").dtype(), DType::bf16);
-      EXPECT_EQ(json::parse(c.metadata.at("options")).at("optimizer_state"), "bf16");
+      const io::Checkpoint c =
+          io::read_checkpoint((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.state.tensor("optimizer.0/master/0").dtype(), DType::f32);
+      EXPECT_EQ(c.state.tensor("optimizer.0/exp_avg/0").dtype(), DType::bf16);
+      EXPECT_EQ(c.state.get_text("trainer/optimizer_state"), "bf16");
     }
     if (precision == "bf16-sr") {
-      const io::SafetensorsFile c =
-          io::read_safetensors((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
-      EXPECT_EQ(c.tensors.at("param/fc.weight").dtype(), DType::bf16);
-      EXPECT_GT(json::parse(c.metadata.at("optimizers"))[0]["rounding"]["offset"].get<uint64_t>(),
-                0u);
+      const io::Checkpoint c =
+          io::read_checkpoint((dir_ / "resumed" / io::checkpoint_file_name(12)).string());
+      EXPECT_EQ(c.state.tensor("model/param/fc.weight").dtype(), DType::bf16);
+      EXPECT_GT(c.state.get_uint("optimizer.0/rounding.offset"), 0u);
     }
   }
 }
@@ -636,7 +637,7 @@ TEST_F(Resume, ATornNewestCheckpointIsSkippedForThePreviousOne) {
   std::string messages;
   EXPECT_THROW(io::read_safetensors(newest.string()), Error);
   const auto c = io::read_newest_checkpoint(
-      dir.string(), {}, [&](const std::string& why) { messages += why + "\n"; });
+      dir.string(), "", {}, [&](const std::string& why) { messages += why + "\n"; });
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->step, 6);
   EXPECT_NE(messages.find("checkpoint-00000008.safetensors"), std::string::npos) << messages;
@@ -760,34 +761,73 @@ TEST_F(Resume, ACrashBetweenFsyncAndRenameLeavesThePreviousCheckpointLoadable) {
   EXPECT_FALSE(fs::exists(strays[0])) << "the next checkpoint write removes the stray";
 }
 
+// Stops a resumable amp-fp16 run in `dir` after step 7 (checkpoints 6 and 7).
+void stop_after_seven(const train::TrainOptions& o) {
+  TinyClassifier model(0);
+  BlobData data(0);
+  train::TrainOptions stopping = o;
+  int calls = 0;
+  stopping.stop_requested = [&] { return ++calls == 7; };
+  ASSERT_TRUE(train::train(model, data, stopping).stopped);
+}
+
+TEST_F(Resume, ACorruptTensorIsFoundByItsChecksumAndTheCheckpointSkipped) {
+  const Finished a = straight("amp-fp16");
+  // Every way of changing a tensor's bytes with the header intact: zeroed, one huge but
+  // finite value, one flipped bit.
+  const std::vector<std::pair<std::string, std::function<void(std::vector<double>&)>>> damage = {
+      {"zeroed", [](std::vector<double>& w) { std::fill(w.begin(), w.end(), 0.0); }},
+      {"3e38", [](std::vector<double>& w) { w[5] = 3e38; }},
+      {"nudged", [](std::vector<double>& w) { w[0] = std::nextafter(float(w[0]), 1.0f); }}};
+  for (const auto& [what, change] : damage) {
+    SCOPED_TRACE(what);
+    const fs::path dir = dir_ / what;
+    train::TrainOptions o = resumable("amp-fp16", dir);
+    stop_after_seven(o);
+    // Checkpoint 7 rewritten with one tensor changed, its header and checksums as they were.
+    const std::string newest = (dir / io::checkpoint_file_name(7)).string();
+    io::SafetensorsFile f = io::read_safetensors(newest);
+    std::vector<double> w = f.tensors.at("model/param/fc.weight").to_vector();
+    change(w);
+    f.tensors["model/param/fc.weight"] = from_values(w, {3, 16});
+    std::vector<std::pair<std::string, Tensor>> tensors(f.tensors.begin(), f.tensors.end());
+    io::write_safetensors(newest, tensors, f.metadata);
+    EXPECT_THROW(io::read_checkpoint(newest), Error);
+    TinyClassifier model(0);
+    BlobData data(0);
+    o.resume = true;
+    std::string log;
+    const train::TrainResult r = train_logging(model, data, o, log);
+    EXPECT_EQ(r.resumed_from, 6);
+    EXPECT_NE(log.find("skipping " + newest), std::string::npos) << log;
+    EXPECT_NE(log.find("tensor 'model/param/fc.weight' is corrupt"), std::string::npos) << log;
+    EXPECT_EQ(a.bytes, tensor_bytes(dir / "model.safetensors"));
+  }
+}
+
 TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
   const Finished a = straight("amp-fp16");
   const fs::path dir = dir_ / "nan";
-  {
-    TinyClassifier model(0);
-    BlobData data(0);
-    train::TrainOptions o = resumable("amp-fp16", dir);
-    int calls = 0;
-    o.stop_requested = [&] { return ++calls == 7; };  // checkpoints 6 and 7
-    ASSERT_TRUE(train::train(model, data, o).stopped);
-  }
-  // Checkpoint 7 rewritten with one NaN weight, everything else as it was.
+  train::TrainOptions o = resumable("amp-fp16", dir);
+  stop_after_seven(o);
+  // Checkpoint 7 written again, checksums and all, with one NaN weight: what a run that
+  // checkpointed a poisoned state would have written.
   const std::string newest = (dir / io::checkpoint_file_name(7)).string();
-  io::SafetensorsFile f = io::read_safetensors(newest);
-  std::vector<double> w = f.tensors.at("param/fc.weight").to_vector();
+  io::Checkpoint c = io::read_checkpoint(newest);
+  std::vector<double> w = c.state.tensor("model/param/fc.weight").to_vector();
   w[5] = std::nan("");
-  f.tensors["param/fc.weight"] = from_values(w, {3, 16});
-  std::vector<std::pair<std::string, Tensor>> tensors(f.tensors.begin(), f.tensors.end());
-  io::write_safetensors(newest, tensors, f.metadata);
+  c.state.tensors["model/param/fc.weight"] = from_values(w, {3, 16});
+  io::write_checkpoint(dir.string(), 7, c.run_id, c.state, {{"config", c.file.metadata.at("config")}},
+                       /*keep=*/2);
   TinyClassifier model(0);
   BlobData data(0);
-  train::TrainOptions o = resumable("amp-fp16", dir);
   o.resume = true;
   std::string log;
   const train::TrainResult r = train_logging(model, data, o, log);
   EXPECT_EQ(r.resumed_from, 6);
-  EXPECT_NE(log.find("skipping checkpoint " + newest), std::string::npos) << log;
-  EXPECT_NE(log.find("tensor 'param/fc.weight' holds nan at element 5"), std::string::npos) << log;
+  EXPECT_NE(log.find("skipping " + newest), std::string::npos) << log;
+  EXPECT_NE(log.find("tensor 'model/param/fc.weight' holds nan at element 5"), std::string::npos)
+      << log;
   EXPECT_EQ(a.bytes, tensor_bytes(dir / "model.safetensors"));
 }
 
@@ -827,6 +867,7 @@ class NonFinite : public Trainer {
     o.out_dir = dir.string();
     o.steps = 12;
     o.checkpoint_every = 4;
+    o.limits.max_skipped_fraction = 0.1;  // one dropped batch of 12 is within it
     return o;
   }
 };

@@ -51,16 +51,29 @@ struct TrainCommandOptions {
   std::optional<int64_t> steps;
   int64_t batch = 0;  ///< 0: the model's default
   std::optional<double> lr;
-  uint64_t seed = 0;
+  std::string seed = "0";  ///< parsed by run_config(): a negative or too large seed is refused
   int threads = 0;  ///< 0: mixp's default
   std::string out;  ///< empty: runs/<model>-<precision> (train), runs/compare-<model> (compare)
   int64_t eval_interval = 0;
   int64_t log_interval = 10;
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
-  int64_t checkpoint_every = 0;       ///< train: steps between checkpoints; 0: none
+  int64_t checkpoint_every = 0;       ///< steps between checkpoints; 0: none
   std::string resume;                 ///< train: continue the run in this folder
-  std::string on_nonfinite = "stop";  ///< train: stop or skip (TrainOptions::on_nonfinite)
+  bool resume_compare = false;        ///< compare: finish the precisions of --out
+  bool overwrite = false;             ///< replace another run's files in the folder
+  std::string on_nonfinite = "stop";  ///< stop or skip (TrainOptions::on_nonfinite)
+  std::string optimizer = "adamw";
+  std::optional<double> momentum, weight_decay, eps;
+  bool nesterov = false;
+  std::vector<double> betas;  ///< two values, or none for the defaults
+  std::string schedule;       ///< empty: the model's default
+  std::optional<int64_t> warmup_steps;
+  std::optional<double> min_lr;
+  double clip_norm = 1.0;
+  double min_loss_scale = 0x1p-14;
+  int64_t max_skipped_in_a_row = 25;
+  double max_skipped_fraction = 0.05;
   double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
   int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():

@@ -47,8 +47,6 @@ int run_inspect_command(const InspectCommandOptions& o, std::FILE* out) {
   train::InspectOptions options;
   options.run = run_config(t, "");
   options.run.train.steps = steps;
-  options.run.train.log = out;
-  options.run.train.progress = train::Progress::none;
   options.every = o.every;
   std::stringstream list(o.formats);
   for (std::string name; std::getline(list, name, ',');) {

@@ -11,6 +11,7 @@
 #include "mixp/cpu.h"
 #include "mixp/dtype.h"
 #include "mixp/error.h"
+#include "mixp/train/trainer.h"
 
 namespace {
 
@@ -20,6 +21,8 @@ std::string g_command = "mixp";
 int main_checked(int argc, char** argv) {
   CLI::App app{"mixp: mixed- and low-precision training"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mixp ") + mixp::train::version(),
+                       "print mixp's version and exit");
   std::string isa_name;
   app.add_option("--isa", isa_name,
                  "highest instruction set for the kernels: scalar, avx2, avx512, avx512_bf16 "
@@ -124,6 +127,8 @@ int main_checked(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,18 +1,137 @@
 // mixp train: one model under one precision preset, into a run folder.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <csignal>
+#include <charconv>
+#include <limits>
+#include <cmath>
+#include <cstring>
+#include <unistd.h>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
-#include <signal.h>
 
 #include "commands.h"
+#include "signals.h"
 #include "mixp/error.h"
+#include "mixp/train/progress.h"
 #include "mixp/train/run.h"
 
 namespace mixp::cli {
+namespace {
+
+void add_optimizer_flags(CLI::App& command, TrainCommandOptions& o) {
+  command.add_option("--optimizer", o.optimizer, "sgd, adam or adamw (default adamw)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  command.add_option("--momentum", o.momentum, "sgd: momentum in [0, 1) (default 0)");
+  command.add_flag("--nesterov", o.nesterov, "sgd: Nesterov momentum (needs --momentum)");
+  command.add_option("--weight-decay", o.weight_decay,
+                     "adamw: decoupled (default 0.01; language models 0.1 on matrices only); "
+                     "sgd and adam: L2 penalty (default 0)");
+  command.add_option("--betas", o.betas, "adam and adamw: two values, e.g. --betas 0.9,0.95 "
+                     "(default 0.9,0.999; language models 0.9,0.99)")
+      ->expected(2)
+      ->delimiter(',');
+  command.add_option("--eps", o.eps, "adam and adamw (default 1e-8)");
+  command.add_option("--schedule", o.schedule,
+                     "constant, cosine or warmup-cosine (default: cosine for images, "
+                     "warmup-cosine for text)")
+      ->check(CLI::IsMember({"constant", "cosine", "warmup-cosine"}));
+  command.add_option("--warmup-steps", o.warmup_steps,
+                     "warmup-cosine: steps of linear warmup (default min(100, steps/10))");
+  command.add_option("--min-lr", o.min_lr,
+                     "cosine schedules: the final learning rate (default lr/100 for images, "
+                     "lr/10 for text)");
+  command.add_option("--clip-norm", o.clip_norm,
+                     "clip the total gradient norm to this (default 1; 0: no clipping)");
+}
+
+void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
+  command.add_option("--checkpoint-every", o.checkpoint_every,
+                     "steps between checkpoints in the run folder (default: none; the newest 2 "
+                     "are kept; SIGINT, SIGTERM or SIGHUP also writes one and exits 0)");
+  command.add_option("--on-nonfinite", o.on_nonfinite,
+                     "without loss scaling (fp32, amp-bf16, bf16, bf16-sr), a NaN or infinite "
+                     "loss or gradient: stop (default: exit 2 naming the step, after a "
+                     "checkpoint of the last good state with --checkpoint-every) or skip the "
+                     "batch")
+      ->check(CLI::IsMember({"stop", "skip"}));
+  command.add_option("--min-loss-scale", o.min_loss_scale,
+                     "the run has diverged when the loss scale falls below this (default "
+                     "6.1e-05, fp16's smallest normal; 0: no floor)");
+  command.add_option("--max-skipped-in-a-row", o.max_skipped_in_a_row,
+                     "the run has diverged when more steps than this in a row are skipped "
+                     "(default 25; 0: no limit)");
+  command.add_option("--max-skipped-fraction", o.max_skipped_fraction,
+                     "--on-nonfinite skip: the run has diverged when more than this fraction "
+                     "of its steps were dropped (default 0.05; 1: no limit)");
+  command.add_flag("--overwrite", o.overwrite,
+                   "start even if the folder holds another run's files: delete them first");
+  if (compare) {
+    command.add_flag("--resume", o.resume_compare,
+                     "finish the compare in --out: finished precisions are kept, interrupted "
+                     "ones resume from their checkpoints, the others start");
+    return;
+  }
+  command.add_option("--resume", o.resume,
+                     "continue the run in this folder from its newest valid checkpoint, with "
+                     "the run's settings; of the other flags only --checkpoint-every, "
+                     "--eval-interval, --log-interval, --threads and --on-nonfinite may "
+                     "differ from them");
+}
+
+// An integer that fits its flag's variable (int64, or int for the shape flags and --threads).
+CLI::Validator integer_in_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int value = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc() && at == end) return "";
+        return "must be an integer from " + std::to_string(std::numeric_limits<int>::min()) +
+               " to " + std::to_string(std::numeric_limits<int>::max()) + ", got '" + text + "'";
+      },
+      "INTEGER");
+}
+
+// A seed is a non-negative integer below 2^64: "-1" must not become 2^64 - 1.
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, seed);
+  MIXP_CHECK(!text.empty() && ec == std::errc() && at == end,
+             "--seed must be an integer from 0 to 18446744073709551615, got '", text, "'");
+  return seed;
+}
+
+// The flags' own ranges, so that the message names the flag (the library names the setting).
+void check_optimizer_flags(const TrainCommandOptions& o) {
+  auto at_least_zero = [](const char* flag, double v) {
+    MIXP_CHECK(std::isfinite(v) && v >= 0, flag, " must be a number >= 0, got ", v);
+  };
+  MIXP_CHECK(!o.lr || (std::isfinite(*o.lr) && *o.lr > 0), "--lr must be positive, got ",
+             o.lr.value_or(0));
+  if (o.momentum) {
+    at_least_zero("--momentum", *o.momentum);
+    MIXP_CHECK(*o.momentum < 1, "--momentum must be below 1, got ", *o.momentum);
+  }
+  if (o.weight_decay) at_least_zero("--weight-decay", *o.weight_decay);
+  if (o.eps) at_least_zero("--eps", *o.eps);
+  for (const double b : o.betas)
+    MIXP_CHECK(std::isfinite(b) && b >= 0 && b < 1, "--betas must be in [0, 1), got ", b);
+  MIXP_CHECK(!o.warmup_steps || *o.warmup_steps >= 0, "--warmup-steps must be >= 0, got ",
+             o.warmup_steps.value_or(0));
+  if (o.min_lr) at_least_zero("--min-lr", *o.min_lr);
+  at_least_zero("--clip-norm", o.clip_norm);
+  at_least_zero("--min-loss-scale", o.min_loss_scale);
+  MIXP_CHECK(o.max_skipped_in_a_row >= 0, "--max-skipped-in-a-row must be >= 0, got ",
+             o.max_skipped_in_a_row);
+  MIXP_CHECK(o.max_skipped_fraction >= 0 && o.max_skipped_fraction <= 1,
+             "--max-skipped-fraction must be in [0, 1], got ", o.max_skipped_fraction);
+}
+
+}  // namespace
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   CLI::Option* model = command.add_option(
@@ -68,21 +187,14 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "never past the largest overflow-free scale seen (default 0: off)");
   command.add_option("--underflow-check-every", o.underflow_check_every,
                      "steps between the counts of --underflow-growth (default 1)");
-  if (!compare) {
-    command.add_option("--checkpoint-every", o.checkpoint_every,
-                       "steps between checkpoints in the run folder (default: none; the "
-                       "newest 2 are kept; SIGINT or SIGTERM also writes one and exits 0)");
-    command.add_option("--resume", o.resume,
-                       "continue the run in this folder from its newest valid checkpoint, with "
-                       "the run's settings; of the other flags only --checkpoint-every, "
-                       "--eval-interval, --log-interval, --threads and --on-nonfinite may "
-                       "differ from them");
-    command.add_option("--on-nonfinite", o.on_nonfinite,
-                       "without loss scaling (fp32, amp-bf16, bf16, bf16-sr), a NaN or infinite "
-                       "loss or gradient: stop (default: exit 2 naming the step, after a "
-                       "checkpoint of the last good state with --checkpoint-every) or skip the "
-                       "batch");
-  }
+  add_optimizer_flags(command, o);
+  add_run_flags(command, o, compare);
+  // CLI11 saturates an integer out of range (to 2^63 - 1 steps); these refuse it instead.
+  for (const char* name : {"--epochs", "--steps", "--batch", "--threads", "--eval-interval",
+                           "--log-interval", "--layers", "--heads", "--width", "--context",
+                           "--underflow-check-every", "--checkpoint-every", "--warmup-steps",
+                           "--max-skipped-in-a-row"})
+    command.get_option(name)->check(integer_in_range());
 }
 
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out) {
@@ -118,7 +230,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.epochs = o.epochs.value_or(1);
   c.train.steps = o.steps.value_or(0);
   c.train.lr = o.lr;
-  c.train.seed = o.seed;
+  c.train.seed = parse_seed(o.seed);
   c.train.threads = o.threads;
   c.train.out_dir = o.out.empty() ? default_out : o.out;
   c.train.eval_interval = o.eval_interval;
@@ -130,25 +242,29 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
              o.underflow_check_every);
   c.train.scaler_underflow_fraction = o.underflow_growth;
   c.train.scaler_underflow_check_interval = o.underflow_check_every;
+  MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
+             o.checkpoint_every);
+  c.train.checkpoint_every = o.checkpoint_every;
+  c.train.overwrite = o.overwrite;
+  check_optimizer_flags(o);
+  c.train.optimizer = {.name = o.optimizer,
+                       .weight_decay = o.weight_decay,
+                       .betas = {},
+                       .eps = o.eps.value_or(1e-8),
+                       .momentum = o.momentum.value_or(0.0),
+                       .nesterov = o.nesterov};
+  if (!o.betas.empty()) {
+    MIXP_CHECK(o.betas.size() == 2, "--betas takes two values, e.g. 0.9,0.95");
+    c.train.optimizer.betas = std::array<double, 2>{o.betas[0], o.betas[1]};
+  }
+  c.train.schedule = {.name = o.schedule, .warmup_steps = o.warmup_steps, .min_lr = o.min_lr};
+  c.train.clip_norm = o.clip_norm;
+  c.train.limits = {.min_loss_scale = o.min_loss_scale,
+                    .max_skipped_in_a_row = o.max_skipped_in_a_row,
+                    .max_skipped_fraction = o.max_skipped_fraction};
+  train::validate_options(c.train);  // every flag, before anything is written
   return c;
 }
-
-namespace {
-
-// Set by SIGINT and SIGTERM; the trainer reads it after every step.
-volatile std::sig_atomic_t stop_signal = 0;
-extern "C" void on_stop_signal(int signal) { stop_signal = signal; }
-
-void install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
-
-}  // namespace
 
 void record_given_flags(const CLI::App& command, TrainCommandOptions& o) {
   o.given.clear();
@@ -159,9 +275,9 @@ void record_given_flags(const CLI::App& command, TrainCommandOptions& o) {
 
 namespace {
 
-std::string text_of(const std::optional<double>& lr) {
+std::string text_of(const std::optional<double>& value) {
   std::ostringstream s;
-  s << lr.value_or(1e-3);  // TrainOptions' default
+  s << value.value_or(1e-3);  // TrainOptions' default learning rate
   return s.str();
 }
 
@@ -184,14 +300,22 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   };
   auto number = [](auto v) { return std::to_string(v); };
   same("--model", o.model, c.model.name);
-  same("--data", o.data, c.data.empty() ? train::default_data_path(c.model.name) : c.data);
+  auto absolute = [](const std::string& path) {
+    return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+  };
+  same("--data", absolute(o.data),
+       absolute(c.data.empty() ? train::default_data_path(c.model.name) : c.data));
   same("--precision", o.precision, c.train.precision);
   same("--optimizer-state", o.optimizer_state, c.train.optimizer_state);
   same("--epochs", number(fresh.train.epochs), number(c.train.epochs));
   same("--steps", number(fresh.train.steps), number(c.train.steps));
   same("--batch", number(o.batch), number(c.batch));
   same("--lr", text_of(o.lr), text_of(c.train.lr));
-  same("--seed", number(o.seed), number(c.train.seed));
+  same("--seed", number(fresh.train.seed), number(c.train.seed));
+  same("--optimizer", o.optimizer, c.train.optimizer.name);
+  same("--schedule", o.schedule, c.train.schedule.name);
+  same("--clip-norm", text_of(o.clip_norm), text_of(c.train.clip_norm));
+  MIXP_CHECK(!o.overwrite, "--overwrite starts a new run; it does not go with --resume");
   same("--layers", number(fresh.model.layers), number(c.model.layers));
   same("--heads", number(fresh.model.heads), number(c.model.heads));
   same("--width", number(fresh.model.width), number(c.model.width));
@@ -218,6 +342,11 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   apply("--threads", c.train.threads, fresh.train.threads,
         " (the sums split over other threads: the rest of the run may differ in the last bits "
         "from an uninterrupted one)");
+  apply("--min-loss-scale", c.train.limits.min_loss_scale, fresh.train.limits.min_loss_scale, "");
+  apply("--max-skipped-in-a-row", c.train.limits.max_skipped_in_a_row,
+        fresh.train.limits.max_skipped_in_a_row, "");
+  apply("--max-skipped-fraction", c.train.limits.max_skipped_fraction,
+        fresh.train.limits.max_skipped_fraction, "");
   const train::OnNonFinite policy = train::parse_on_nonfinite(o.on_nonfinite);
   if (given("--on-nonfinite") && policy != c.train.on_nonfinite) {
     std::fprintf(out, "resume: --on-nonfinite %s instead of the run's %s\n", train::name_of(policy),
@@ -236,21 +365,19 @@ int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
         o.resume, [&](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
     apply_resume_flags(o, c, out);
   } else {
-    MIXP_CHECK(!o.model.empty(), "train: --model is required (or --resume DIR)");
-    MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
-               o.checkpoint_every);
+    MIXP_CHECK(!o.model.empty(), "--model is required (or --resume DIR)");
     c = run_config(o, "runs/" + o.model + "-" + o.precision);
-    c.train.checkpoint_every = o.checkpoint_every;
   }
-  c.train.log = out;
-  c.train.stop_requested = [] { return stop_signal != 0; };
+  train::ProgressPrinter progress(out);
+  c.train.observer = &progress;
+  c.train.stop_requested = [] { return stop_signal() != 0; };
   install_stop_handlers();
   const train::TrainResult r = train::run_train(c);
   if (r.stopped) {
     std::fprintf(out,
                  "stopped by signal %d after step %lld: checkpoint %s; continue with "
                  "mixp train --resume %s\n",
-                 int(stop_signal), (long long)r.steps, r.last_checkpoint.c_str(),
+                 stop_signal(), (long long)r.steps, r.last_checkpoint.c_str(),
                  c.train.out_dir.c_str());
     std::fflush(out);
     return 0;

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,26 @@
 
 namespace mixp::train {
 
+/// What identifies a run's data: the absolute path, and the size and crc32 of the training
+/// split (the token or image and label bytes); the text models' vocabulary. A resumed run
+/// must find the same fingerprint.
+struct DataFingerprint {
+  std::string path;
+  int64_t bytes = 0;
+  uint32_t crc32 = 0;
+  std::string vocabulary;  ///< language models
+};
+
 struct RunConfig {
   nn::ModelConfig model;  ///< name and shape; vocab, classes and image size come from the data
   std::string data{};     ///< a folder of IDX files or a text file; empty: the default
   int64_t batch = 0;      ///< 0: 64 for classifiers, 16 for language models
   TrainOptions train{};   ///< model_name is set from model.name
+  /// The fingerprint the run's data must have: set when the config is read from a run, so
+  /// that its resumption checks the data.
+  std::optional<DataFingerprint> fingerprint{};
 };
+
 
 /// The task of a built-in model name; throws mixp::Error listing the names otherwise.
 nn::Task task_of(const std::string& model_name);
@@ -45,14 +60,16 @@ nn::Task task_of(const std::string& model_name);
 /// data is synthetic).
 std::string default_data_path(const std::string& model_name);
 
-/// The config as JSON text (what checkpoints store as "config"), and back; the latter throws
-/// mixp::Error naming a missing or bad key. out_dir, log, resume and stop_requested are not
-/// part of it.
-std::string run_config_json(const RunConfig& config);
+/// The config as JSON text (what run.json, checkpoints, summary.json and model.safetensors
+/// store as "config"), with the data's fingerprint when known, and back; the latter throws
+/// mixp::Error naming a missing or bad key. out_dir, observer, resume, overwrite and
+/// stop_requested are not part of it.
+std::string run_config_json(const RunConfig& config, const DataFingerprint* data = nullptr);
 RunConfig run_config_from_json(const std::string& text);
 /// The config of the run in `dir`, from its newest usable checkpoint, with out_dir = dir and
-/// resume set: run_train() of it continues the run. Checkpoints skipped are reported to
-/// `skipped`; throws mixp::Error when none is usable.
+/// resume set: run_train() of it continues the run, after checking that the data has the
+/// fingerprint the run started with. Checkpoints skipped are reported to `skipped`; throws
+/// mixp::Error when none is usable.
 RunConfig resume_config(const std::string& dir,
                         const std::function<void(const std::string&)>& skipped = {});
 

@@ -1,57 +1,60 @@
 // mixp/train/trainer.h — the training loop of `mixp train`: a model, its data, one precision
-// preset; progress on the terminal, periodic evaluation, and a run folder.
+// preset, an optimizer and a learning-rate schedule; periodic evaluation, checkpoints, and a
+// run folder that holds exactly one run.
 //
-// The trainer runs the loop of DESIGN.md under the preset (mixp/amp/presets.h): the parameters
-// cast as the preset stores them, AdamW with the preset's optimizer precision and moments
-// (TrainOptions::optimizer_state may choose the moments' dtype), the forward pass
-// in the preset's Autocast scope, the loss scaled by the preset's GradScaler, gradients unscaled
-// and clipped to a total norm of 1.0, the step skipped when a scaled gradient overflowed.
+// The loop is DESIGN.md's, under the preset (mixp/amp/presets.h): the parameters cast as the
+// preset stores them; the forward pass in the preset's Autocast scope (and its FP8 scope); the
+// loss scaled by the preset's GradScaler; gradients unscaled, clipped to a total norm of
+// clip_norm (0: not clipped), and applied by the optimizer unless a scaled gradient overflowed.
 //
-//   optimizer        classifiers: AdamW, lr 1e-3, PyTorch's defaults (betas 0.9, 0.999,
-//                    weight decay 0.01), cosine decay from lr to lr / 100 without warmup.
-//                    language models: AdamW as nanoGPT's shakespeare-char: lr 1e-3, betas 0.9,
-//                    0.99, weight decay 0.1 on matrices (dims >= 2) and none on vectors (biases,
-//                    norms: a second AdamW that the scaler steps alongside), warmup-cosine from
-//                    lr to lr / 10 with warmup_steps = min(100, steps / 10).
+//   optimizer        TrainOptions::optimizer: sgd, adam or adamw (the default), with PyTorch's
+//                    defaults except: classifiers AdamW weight decay 0.01 on every parameter;
+//                    language models (nanoGPT's shakespeare-char) betas (0.9, 0.99) and weight
+//                    decay 0.1 on matrices (dims >= 2), none on vectors (biases, norms: a
+//                    second optimizer of the same kind that the scaler steps alongside).
+//   schedule         TrainOptions::schedule: constant, cosine (from lr to min_lr over the run)
+//                    or warmup-cosine (linear warmup, then cosine). Default: classifiers cosine
+//                    to lr / 100; language models warmup-cosine to lr / 10 with
+//                    warmup_steps = min(100, steps / 10).
 //   evaluation       classifiers: loss and accuracy on the test set, at the end of every epoch
 //                    and every eval_interval steps when that is set. Language models: validation
 //                    loss and bits per character (loss / ln 2) every eval_interval steps
 //                    (default: steps / 5) and at the end.
-//   progress         on a terminal a progress bar redrawn in place (step, loss, samples/s, loss
-//                    scale, ETA); otherwise one plain line every log_interval steps.
+//   divergence       the run stops with mixp::Error (the CLI's exit status 2) when the loss
+//                    scale falls below limits.min_loss_scale, when more than
+//                    limits.max_skipped_in_a_row steps in a row are skipped, when
+//                    on_nonfinite = skip has dropped more than limits.max_skipped_fraction of the
+//                    run's steps, or when an evaluation loss is not finite. The message names the
+//                    first tensor whose gradient overflowed; no checkpoint is written of the
+//                    diverged state, and the last one written stays. A run never writes a
+//                    model.safetensors that holds a NaN or an infinity.
+//   progress         nothing is printed: TrainOptions::observer receives the start, every step,
+//                    every evaluation and every note (mixp/train/progress.h prints them).
 //
-// The run folder (options.out_dir; created; nothing written when empty):
-//   metrics.jsonl      one JSON object per logged step: step, epoch, loss (the mean over the
-//                      steps since the previous line), lr, scale, samples_per_s, ms (the mean
-//                      step time over those steps)
-//   summary.json       model, precision, optimizer_state, steps, final train and eval loss,
-//                      test_accuracy
-//                      (classifiers) or bits_per_char (language models), median step ms,
-//                      samples/s, peak memory by tag (peaks reset at the start), final loss
-//                      scale, skipped steps (and of them nonfinite_skipped_steps, see
-//                      on_nonfinite), and every evaluation
-//   model.safetensors  the named parameters and buffers, in their dtypes
+// The run folder (options.out_dir; nothing written when empty) holds one run, under a lock
+// (flock of ".lock", which names the process holding it). A new run refuses a folder that holds
+// another run's files, naming them, unless options.overwrite, which deletes them first.
+//   run.json           the run's id and configuration, written at its start
+//   metrics.jsonl      one JSON object per logged step: run_id, step, epoch, loss (the mean over
+//                      the steps since the previous line), lr, scale, samples_per_s, ms
+//   checkpoint-<step>.safetensors  every checkpoint_every steps and when stop_requested() says
+//                      so: every part's state_dict() (see Checkpoints); the newest
+//                      keep_checkpoints of this run stay
+//   model.safetensors  the named parameters and buffers in their dtypes; its metadata holds the
+//                      run id and the whole configuration (options.config)
 //   loss.svg           training loss per logged step and evaluation loss
-//   checkpoint-<step>.safetensors  every checkpoint_every steps and when stop_requested()
-//                      says so: everything needed to continue bit-exactly (see Checkpoints)
+//   summary.json       written last: the run is finished when it exists. The run id, the
+//                      configuration, mixp's version, final losses, accuracy or bits per char,
+//                      speed, peak memory by tag, the loss scale, skipped steps, every evaluation
 //
-// Checkpoints (mixp/io/checkpoint.h names and writes the files; the newest keep_checkpoints
-// stay). Tensors: "param/<name>" (the parameters in the preset's dtypes), "buffer/<name>",
-// and per optimizer k and parameter i "optim/<k>/<i>/exp_avg", ".../exp_avg_sq",
-// ".../master" (fp32 masters of low-precision parameters) and ".../compensation" (Kahan).
-// __metadata__ (JSON strings): "format" = "mixp-checkpoint", "version", "step", "config"
-// (TrainOptions::config, e.g. the run's RunConfig), "options" (model, precision, the moments'
-// dtype, total steps),
-// "trainer" (step and epoch counters, the partial metrics window, timing, skipped steps),
-// "optimizers" (steps, per-parameter steps, learning rate, stochastic-rounding Philox state),
-// "scaler" (GradScaler::state()), "generator" (TrainModel::generator_state()), "loader"
-// (DataSource::loader_state()), "schedule" (the step the learning-rate schedule is at) and
-// "history" (every StepMetrics and EvalMetrics so far, so that metrics.jsonl and loss.svg
-// continue). With `resume`, train() continues from the newest checkpoint of out_dir that
-// reads, matches the model (names, shapes and dtypes) and holds only finite floating-point
-// values (io::check_finite), skipping others with a message, and
-// rewrites metrics.jsonl from the history: same seed and threads, so the run is bitwise the
-// one that was not interrupted (DESIGN.md's determinism).
+// Checkpoints (mixp/io/checkpoint.h: checksummed, versioned, one run id) hold the union of the
+// parts' state_dict()s, one prefix each: "model/" (parameters, buffers, the dropout generator),
+// "optimizer.<k>/" (mixp/optim/optimizer.h), "schedule/", "scaler/", "fp8/", "loader/" and
+// "trainer/" (counters, timing, and the metrics history so that metrics.jsonl and loss.svg
+// continue). With `resume`, train() continues from the newest checkpoint of this run that
+// verifies and holds only finite values, skipping others with a note: same seed and threads,
+// so the run is bitwise the one that was not interrupted (DESIGN.md's determinism).
+// Checkpoints of format version 1 (before run ids and checksums) still resume.
 //
 // The trainer sees a model through TrainModel and its data through DataSource; the built-in
 // models and data sets come through mixp/train/run.h, and tests define small ones.
@@ -60,13 +63,15 @@
 //
 //   MyModel model;                  // a TrainModel
 //   MyData data;                    // a DataSource
+//   mixp::train::ProgressPrinter progress(stdout);
 //   mixp::train::TrainResult r = mixp::train::train(model, data,
-//       {.model_name = "mine", .precision = "amp-bf16", .epochs = 2, .out_dir = "runs/mine"});
+//       {.model_name = "mine", .precision = "amp-bf16", .epochs = 2, .out_dir = "runs/mine",
+//        .observer = &progress});
 //   std::printf("accuracy %.3f\n", *r.test_accuracy);
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,6 +83,7 @@
 #include "mixp/data/dataset.h"
 #include "mixp/nn/models.h"
 #include "mixp/random.h"
+#include "mixp/state_dict.h"
 #include "mixp/tensor.h"
 
 namespace mixp::train {
@@ -105,6 +111,11 @@ class TrainModel {
   /// model without one (the default).
   virtual std::optional<PhiloxState> generator_state() const { return std::nullopt; }
   virtual void set_generator_state(const PhiloxState& /*state*/) {}
+
+  /// "param/<name>", "buffer/<name>" and "generator" (when the model has one).
+  /// load_state_dict() checks every name, dtype and shape before it copies anything.
+  StateDict state_dict();
+  void load_state_dict(const StateDict& state);
 };
 
 /// The batches of a run.
@@ -123,13 +134,11 @@ class DataSource {
   /// be checkpointed; train() then refuses checkpoint_every and resume.
   virtual std::optional<data::LoaderState> loader_state() const { return std::nullopt; }
   virtual void set_loader_state(const data::LoaderState& /*state*/) {}
-};
 
-enum class Progress : uint8_t {
-  automatic = 0,  ///< a bar when the log is a terminal, else lines
-  bar = 1,
-  lines = 2,
-  none = 3,
+  /// loader_state() as "rng", "epoch" and "position"; throws mixp::Error for data that cannot
+  /// be checkpointed.
+  StateDict state_dict() const;
+  void load_state_dict(const StateDict& state);
 };
 
 /// What a step does when its loss or a gradient is a NaN or an infinity and no GradScaler
@@ -143,6 +152,7 @@ enum class OnNonFinite : uint8_t {
 /// "stop" or "skip", and back (throws mixp::Error for other names).
 const char* name_of(OnNonFinite policy);
 OnNonFinite parse_on_nonfinite(const std::string& name);
+
 /// Calls into each training step, for diagnostics (mixp/diag/collector.h): `step` counts the
 /// steps done before this one, from 0; `scale` is the loss scale the step uses (1 without
 /// scaling), so the gradients seen after backward are the true ones times `scale`.
@@ -151,49 +161,29 @@ struct StepHooks {
   std::function<void(int64_t step, double scale)> after_backward{};  ///< before unscaling
 };
 
-struct TrainOptions {
-  std::string model_name = "model";  ///< for the summary and the log
-  std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
-  /// The dtype of AdamW's moments: "f32" or "bf16" (stochastic rounding); empty: the preset's.
-  std::string optimizer_state{};
-  int64_t epochs = 1;          ///< classifiers, when steps is 0
-  int64_t steps = 0;           ///< > 0: exactly this many steps (language models: needed)
-  std::optional<double> lr{};  ///< default 1e-3
-  uint64_t seed = 0;           ///< the optimizer's stochastic rounding stream
-  int threads = 0;             ///< > 0: mixp::set_num_threads(threads)
-  std::string out_dir{};       ///< the run folder; empty: write nothing
-  int64_t eval_interval = 0;   ///< steps between evaluations; 0: the default above
-  int64_t log_interval = 10;   ///< steps per metrics line
-  double clip_norm = 1.0;
-  Progress progress = Progress::automatic;
-  std::FILE* log = stdout;       ///< progress and evaluation lines; nullptr: silent
-  int64_t checkpoint_every = 0;  ///< > 0: a checkpoint in out_dir every this many steps
-  int keep_checkpoints = 2;      ///< the newest checkpoints kept, >= 1
-  bool resume = false;           ///< continue from out_dir's newest valid checkpoint
-  std::string config{};          ///< stored in checkpoints as "config" (run.h: the RunConfig)
-  /// > 0: the GradScaler's growth_interval instead of the preset's (tests of resumption with
-  /// the scaler mid-growth).
-  int64_t scaler_growth_interval = 0;
-  /// > 0: the GradScaler's underflow-aware growth (GradScalerOptions::underflow_fraction):
-  /// the scale also grows when more than this fraction of the scaled gradients would flush
-  /// to zero in fp16, counted every scaler_underflow_check_interval steps.
-  double scaler_underflow_fraction = 0.0;
-  int64_t scaler_underflow_check_interval = 1;
-  /// Called after every step; when it returns true the trainer writes a checkpoint (out_dir
-  /// must be set), stops and returns with TrainResult::stopped. The CLI's SIGINT and SIGTERM
-  /// handlers set the flag it reads.
-  std::function<bool()> stop_requested{};
-  /// A non-finite loss or gradient without loss scaling. stop: nothing is updated; when
-  /// checkpoint_every > 0 the state before the step (the last good one) is written as the
-  /// checkpoint of the previous step, so that no checkpoint ever holds the poisoned state and
-  /// a resume with skip continues from there. skip: the batch is dropped.
-  OnNonFinite on_nonfinite = OnNonFinite::stop;
-  /// Called after every backward pass, before unscaling and clipping, with the step (from 1)
-  /// and model.named_parameters(): it may read or change their .grad() (scaled by the loss
-  /// scale, if any). The tests inject non-finite gradients with it.
-  std::function<void(int64_t step, const std::vector<std::pair<std::string, Tensor*>>& parameters)>
-      on_gradients{};
-  StepHooks hooks{};
+/// The optimizer of a run (see the header comment for the defaults an unset value takes).
+struct OptimizerConfig {
+  std::string name = "adamw";                 ///< sgd, adam or adamw
+  std::optional<double> weight_decay{};       ///< >= 0
+  std::optional<std::array<double, 2>> betas{};  ///< adam and adamw
+  double eps = 1e-8;                          ///< adam and adamw
+  double momentum = 0.0;                      ///< sgd
+  bool nesterov = false;                      ///< sgd, with momentum
+};
+
+/// The learning-rate schedule of a run (mixp/optim/lr_schedule.h).
+struct ScheduleConfig {
+  std::string name{};                     ///< constant, cosine or warmup-cosine; empty: default
+  std::optional<int64_t> warmup_steps{};  ///< warmup-cosine only; default min(100, steps / 10)
+  std::optional<double> min_lr{};         ///< cosine schedules; default lr / 100 or lr / 10
+};
+
+/// When a run counts as diverged (see the header comment). Each check is off at its extreme
+/// value (0, or a fraction of 1).
+struct DivergenceLimits {
+  double min_loss_scale = 0x1p-14;   ///< fp16's smallest normal number
+  int64_t max_skipped_in_a_row = 25;  ///< steps skipped in a row, by the scaler or on_nonfinite
+  double max_skipped_fraction = 0.05;  ///< batches on_nonfinite = skip dropped, of all steps
 };
 
 struct StepMetrics {
@@ -213,9 +203,84 @@ struct EvalMetrics {
   std::optional<double> bits_per_char;  ///< language models
 };
 
+struct TrainResult;
+
+/// What a run tells while it goes; the trainer prints nothing itself. Every call comes from
+/// the thread that called train().
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  /// Before the first step: the model, the preset, the steps of the whole run and the step
+  /// it starts from (> 0 when resumed).
+  virtual void on_start(const std::string& /*model*/, const std::string& /*precision*/,
+                        int64_t /*total_steps*/, int64_t /*first_step*/) {}
+  /// After every step. `logged` when the step closed a metrics line (then `metrics` is it);
+  /// `loss` is this step's, `eta_s` the estimated seconds left.
+  virtual void on_step(int64_t /*step*/, int64_t /*total*/, double /*loss*/,
+                       double /*samples_per_s*/, double /*scale*/, double /*eta_s*/,
+                       const StepMetrics* /*metrics*/) {}
+  virtual void on_eval(const EvalMetrics& /*eval*/) {}
+  /// A note: a checkpoint skipped at resume, where the run resumed, why it stopped.
+  virtual void on_note(const std::string& /*text*/) {}
+  virtual void on_finish(const TrainResult& /*result*/) {}
+};
+
+struct TrainOptions {
+  std::string model_name = "model";  ///< for the summary and the log
+  std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
+  /// The dtype of Adam's moments: "f32" or "bf16" (stochastic rounding); empty: the preset's.
+  std::string optimizer_state{};
+  int64_t epochs = 1;          ///< classifiers, when steps is 0
+  int64_t steps = 0;           ///< > 0: exactly this many steps (language models: needed)
+  std::optional<double> lr{};  ///< default 1e-3
+  OptimizerConfig optimizer{};
+  ScheduleConfig schedule{};
+  uint64_t seed = 0;           ///< the optimizer's stochastic rounding stream
+  int threads = 0;             ///< > 0: mixp::set_num_threads(threads)
+  std::string out_dir{};       ///< the run folder; empty: write nothing
+  bool overwrite = false;      ///< a new run may replace another run's files in out_dir
+  int64_t eval_interval = 0;   ///< steps between evaluations; 0: the default above
+  int64_t log_interval = 10;   ///< steps per metrics line
+  double clip_norm = 1.0;      ///< the total gradient norm; 0: no clipping
+  TrainObserver* observer = nullptr;  ///< progress and notes; nullptr: silent
+  int64_t checkpoint_every = 0;  ///< > 0: a checkpoint in out_dir every this many steps
+  int keep_checkpoints = 2;      ///< the newest checkpoints kept, >= 1
+  bool resume = false;           ///< continue from out_dir's newest valid checkpoint
+  /// The run's whole configuration as a JSON object (run.h: the RunConfig): stored in run.json,
+  /// checkpoints, summary.json and model.safetensors's metadata. Empty: the trainer's own
+  /// options.
+  std::string config{};
+  DivergenceLimits limits{};
+  /// > 0: the GradScaler's growth_interval instead of the preset's (tests of resumption with
+  /// the scaler mid-growth).
+  int64_t scaler_growth_interval = 0;
+  /// > 0: the GradScaler's underflow-aware growth (GradScalerOptions::underflow_fraction):
+  /// the scale also grows when more than this fraction of the scaled gradients would flush
+  /// to zero in fp16, counted every scaler_underflow_check_interval steps.
+  double scaler_underflow_fraction = 0.0;
+  int64_t scaler_underflow_check_interval = 1;
+  /// Called after every step; when it returns true the trainer writes a checkpoint (out_dir
+  /// must be set), stops and returns with TrainResult::stopped. The CLI's signal handlers set
+  /// the flag it reads.
+  std::function<bool()> stop_requested{};
+  /// A non-finite loss or gradient without loss scaling. stop: nothing is updated; when
+  /// checkpoint_every > 0 the state before the step (the last good one) is written as the
+  /// checkpoint of the previous step, so that no checkpoint ever holds the poisoned state and
+  /// a resume with skip continues from there. skip: the batch is dropped.
+  OnNonFinite on_nonfinite = OnNonFinite::stop;
+  /// Called after every backward pass, before unscaling and clipping, with the step (from 1)
+  /// and model.named_parameters(): it may read or change their .grad() (scaled by the loss
+  /// scale, if any). The tests inject non-finite gradients with it.
+  std::function<void(int64_t step, const std::vector<std::pair<std::string, Tensor*>>& parameters)>
+      on_gradients{};
+  StepHooks hooks{};
+};
+
 struct TrainResult {
   std::string model_name, precision;
   std::string optimizer_state;  ///< the moments' dtype: "f32" or "bf16"
+  std::string run_id;
+  std::string config;           ///< TrainOptions::config, or the trainer's own options
   nn::Task task = nn::Task::classification;
   int64_t steps = 0;
   int64_t epochs = 0;  ///< completed
@@ -241,18 +306,25 @@ struct TrainResult {
 /// mean squared error of the output, in f32, against f32 targets of its shape.
 Tensor task_loss(const Tensor& output, const Tensor& targets, nn::Task task);
 
-/// The dtype of AdamW's moments under `options`: optimizer_state when set ("f32" or "bf16"),
+/// The dtype of Adam's moments under `options`: optimizer_state when set ("f32" or "bf16"),
 /// else the preset's. Throws mixp::Error for another name or an unknown preset.
 DType optimizer_state_dtype(const TrainOptions& options);
 
+/// Throws mixp::Error naming the first option out of range, before anything is written.
+void validate_options(const TrainOptions& options);
+
 /// Trains `model` on `data` under options. Throws mixp::Error for bad options (an unknown
-/// preset, no steps for data without epochs) and for what the ops and files report.
+/// preset, no steps for data without epochs), for a run folder in use or holding another run,
+/// for a diverged run, and for what the ops and files report.
 TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& options);
 
 /// summary.json's object, as text.
 std::string summary_json(const TrainResult& result);
 /// metrics.jsonl's line for one step, without the newline.
-std::string metrics_json(const StepMetrics& metrics);
+std::string metrics_json(const StepMetrics& metrics, const std::string& run_id = "");
+
+/// mixp's version, "0.1.0".
+const char* version();
 
 /// A model and its data, made afresh for one run of compare().
 struct RunInputs {
@@ -261,23 +333,30 @@ struct RunInputs {
 };
 
 struct CompareRow {
+  std::string precision;
   TrainResult result;
+  std::string error;                ///< the reason it failed; empty when it finished
   double speed_vs_baseline = 1.0;   ///< samples/s over the baseline's
   double memory_vs_baseline = 1.0;  ///< peak total memory over the baseline's
+  bool failed() const { return !error.empty(); }
 };
 
 struct CompareResult {
-  std::string baseline;  ///< fp32 when it ran, else the first precision
+  std::string baseline;  ///< fp32 when it finished, else the first that finished
   std::vector<CompareRow> rows;
+  bool stopped = false;  ///< stop_requested() ended it; the rows hold what finished
 };
 
 /// Runs each precision with the same options and fresh inputs from `make` (so the same
-/// initialization and data order), into out_dir/<precision>/; prints the table to options.log
-/// and writes out_dir/compare.json and out_dir/compare.svg (training loss, one curve each).
+/// initialization and data order), into out_dir/<precision>/, then writes out_dir/compare.json
+/// and out_dir/compare.svg (training loss, one curve each). A precision that fails is a row
+/// with its error, and the others go on. With options.resume, a precision whose folder holds a
+/// finished run is read back, one with checkpoints resumes, and the others start. When
+/// stop_requested() stops a run, the table holds what finished and compare returns.
 CompareResult compare(const std::function<RunInputs()>& make,
                       const std::vector<std::string>& precisions, const TrainOptions& options);
 
-/// The table compare() prints.
+/// The table of compare()'s result.
 std::string compare_table(const CompareResult& result);
 
 }  // namespace mixp::train

@@ -1,0 +1,309 @@
+// The loop of train(): DESIGN.md's step, the metrics it records, evaluation and divergence.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "mixp/amp/presets.h"
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+#include "mixp/io/safetensors.h"
+#include "mixp/memory.h"
+#include "mixp/ops.h"
+#include "mixp/optim/clip_grad.h"
+#include "train/optimizer_setup.h"
+#include "train/report.h"
+#include "train/trainer_impl.h"
+
+namespace mixp::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string number_text(double v) {
+  std::ostringstream text;
+  text << v;
+  return text.str();
+}
+
+}  // namespace
+
+TrainResult Trainer::run() {
+  open_folder();
+  if (o_.resume) resume();
+  if (!o_.out_dir.empty()) {
+    const std::string path = o_.out_dir + "/metrics.jsonl";
+    metrics_.open(path, std::ios::trunc);
+    MIXP_CHECK(metrics_, "cannot create ", path);
+    for (const StepMetrics& m : c_.log) metrics_ << metrics_json(m, run_id_) << "\n";
+    metrics_ << std::flush;
+  }
+  observer_.on_start(o_.model_name, preset_.name, total_, c_.step);
+  model_.set_training(true);
+  const bool checkpointing = o_.checkpoint_every > 0;
+  while (c_.step < total_) {
+    Before before;
+    if (checkpointing) before = {data_.state_dict(), model_.generator_state()};
+    const std::optional<data::Batch> batch = data_.next_train();
+    if (!batch) {
+      MIXP_CHECK(++c_.empty_in_a_row < 2, "the training data yielded no batch");
+      ++c_.epoch;
+      if (task_ != nn::Task::language_model && c_.step > 0) run_eval();
+      continue;
+    }
+    c_.empty_in_a_row = 0;
+    const StepOutcome outcome = step(*batch, before);
+    record(outcome);
+    check_divergence(outcome);
+    if (eval_every_ > 0 && c_.step % eval_every_ == 0) run_eval();
+    const bool stop = o_.stop_requested && o_.stop_requested();
+    if (stop || (checkpointing && c_.step % o_.checkpoint_every == 0)) save_checkpoint(nullptr);
+    if (stop) {
+      TrainResult r = result();
+      r.stopped = true;
+      observer_.on_finish(r);
+      return r;
+    }
+  }
+  run_eval();
+  TrainResult r = result();
+  const EvalMetrics& last = c_.evals.back();
+  r.final_eval_loss = last.loss;
+  r.test_accuracy = last.accuracy;
+  r.bits_per_char = last.bits_per_char;
+  const memory::Stats stats = memory::stats();
+  for (int t = 0; t < kMemoryTagCount; ++t)
+    r.peak_memory[name_of(MemoryTag(t))] = stats.peak(MemoryTag(t));
+  r.peak_memory["total"] = stats.peak_total;
+  if (!o_.out_dir.empty()) {
+    metrics_.close();
+    write_finished_run(o_.out_dir, model_, r);
+  }
+  observer_.on_finish(r);
+  return r;
+}
+
+// DESIGN.md's step on one batch: forward under the preset, backward of the scaled loss,
+// unscale, clip, and the update unless the scaler or on_nonfinite drops it.
+StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
+  const Clock::time_point start = Clock::now();
+  const double lr = schedule_->lr(c_.step);
+  for (auto& g : optimizers_) g.optimizer->set_learning_rate(lr);
+  StepOutcome out;
+  out.scale = scaler_.get_scale();
+  if (o_.hooks.before_forward) o_.hooks.before_forward(c_.step, out.scale);
+  Tensor loss;
+  {
+    auto scope = preset_.autocast();
+    std::optional<amp::Fp8Autocast> fp8_scope;
+    if (fp8_) fp8_scope.emplace(*fp8_);
+    loss = task_loss(model_.forward(batch.x), batch.y, task_);
+  }
+  scaler_.scale(loss).backward();
+  if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
+  if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
+  for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
+  const double max_norm =
+      o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
+  const double norm = optim::clip_grad_norm(params_, max_norm);
+  out.loss = loss.item();
+  // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
+  const bool nonfinite =
+      !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
+  if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, before);
+  out.dropped = nonfinite;
+  out.applied = !nonfinite;
+  if (out.applied)
+    for (auto& g : optimizers_) out.applied = scaler_.step(*g.optimizer) && out.applied;
+  if (!out.applied && c_.skipped_in_a_row == 0) {
+    std::string where = first_nonfinite_gradient(named_params_);
+    if (where.empty()) where = "the loss is " + number_text(out.loss);
+    c_.streak_overflow = "at step " + std::to_string(c_.step + 1) + ", " + where;
+    if (c_.first_overflow.empty()) c_.first_overflow = c_.streak_overflow;
+  }
+  scaler_.update();
+  if (fp8_) fp8_->update();
+  for (auto& g : optimizers_) g.optimizer->zero_grad();
+  out.samples = batch.x.size(0);
+  out.ms = ms_since(start);
+  return out;
+}
+
+// on_nonfinite = stop: nothing was updated; the state before the step is written as the
+// checkpoint of the previous step, and the run ends with the step, the loss and the gradient.
+void Trainer::stop_nonfinite(double loss, const Before& before) {
+  const std::string gradient = first_nonfinite_gradient(named_params_);
+  for (auto& g : optimizers_) g.optimizer->zero_grad();
+  std::string kept = "no checkpoint was written (checkpoints are off)";
+  if (o_.checkpoint_every > 0) {
+    save_checkpoint(&before);
+    kept = "the last good state is checkpoint " + last_checkpoint_;
+  }
+  throw Error(detail::concat("step ", c_.step + 1, ": the loss is ", number_text(loss),
+                             gradient.empty() ? std::string(" and every gradient is finite")
+                                              : std::string(" and ") + gradient,
+                             "; preset ", preset_.name,
+                             " has no loss scaling to skip such steps. Nothing was updated; ",
+                             kept, ". --on-nonfinite skip drops such batches instead"),
+              SourceLocation::current());
+}
+
+// The step's counts, its metrics line when one is due, and the observer.
+void Trainer::record(const StepOutcome& s) {
+  ++c_.step;
+  if (s.applied) {
+    c_.skipped_in_a_row = 0;
+    c_.streak_overflow.clear();
+  } else {
+    ++c_.skipped;
+    ++c_.skipped_in_a_row;
+  }
+  if (s.dropped) ++c_.nonfinite;
+  c_.step_ms.push_back(s.ms);
+  c_.train_ms += s.ms;
+  c_.train_samples += s.samples;
+  if (std::isfinite(s.loss)) {  // a skipped NaN would poison the whole window's mean
+    c_.window_loss += s.loss;
+    ++c_.window_loss_steps;
+  }
+  c_.window_ms += s.ms;
+  c_.window_samples += s.samples;
+  ++c_.window_steps;
+  const bool logged = c_.step % o_.log_interval == 0 || c_.step == total_;
+  if (logged) {
+    StepMetrics m{.step = c_.step,
+                  .epoch = per_epoch_ > 0 ? (c_.step - 1) / per_epoch_ : 0,
+                  .loss = c_.window_loss_steps > 0 ? c_.window_loss / double(c_.window_loss_steps)
+                                                   : std::numeric_limits<double>::quiet_NaN(),
+                  .lr = schedule_->lr(c_.step - 1),
+                  .scale = s.scale,
+                  .samples_per_s = double(c_.window_samples) / (c_.window_ms / 1000.0),
+                  .ms = c_.window_ms / double(c_.window_steps)};
+    c_.log.push_back(m);
+    if (metrics_.is_open()) metrics_ << metrics_json(m, run_id_) << "\n" << std::flush;
+    c_.window_loss = c_.window_ms = 0.0;
+    c_.window_steps = c_.window_samples = c_.window_loss_steps = 0;
+  }
+  notify_step(s, logged ? &c_.log.back() : nullptr);
+}
+
+void Trainer::notify_step(const StepOutcome& s, const StepMetrics* logged) const {
+  const double mean_ms = c_.train_ms / double(c_.step);
+  const double eta_s = mean_ms * double(total_ - c_.step) / 1000.0;
+  observer_.on_step(c_.step, total_, s.loss, double(c_.train_samples) / (c_.train_ms / 1000.0),
+                    s.scale, eta_s, logged);
+}
+
+void Trainer::run_eval() {
+  if (!c_.evals.empty() && c_.evals.back().step == c_.step) return;
+  c_.evals.push_back(evaluate(model_, data_, preset_, fp8_.get(), c_.step));
+  observer_.on_eval(c_.evals.back());
+  if (!std::isfinite(c_.evals.back().loss))
+    diverged("the evaluation loss is " + number_text(c_.evals.back().loss));
+}
+
+void Trainer::check_divergence(const StepOutcome& s) {
+  const DivergenceLimits& l = o_.limits;
+  const double next_scale = scaler_.get_scale();
+  if (scaler_.is_enabled() && l.min_loss_scale > 0 && next_scale < l.min_loss_scale)
+    diverged("the loss scale fell to " + number_text(next_scale) + ", below the floor of " +
+             number_text(l.min_loss_scale) + " (--min-loss-scale)");
+  if (l.max_skipped_in_a_row > 0 && c_.skipped_in_a_row > l.max_skipped_in_a_row)
+    diverged(std::to_string(c_.skipped_in_a_row) +
+             " steps in a row were skipped, more than the limit of " +
+             std::to_string(l.max_skipped_in_a_row) + " (--max-skipped-in-a-row)");
+  if (s.dropped && l.max_skipped_fraction < 1 &&
+      double(c_.nonfinite) > l.max_skipped_fraction * double(total_))
+    diverged(std::to_string(c_.nonfinite) + " batches with a NaN or infinite loss or gradient " +
+             "were dropped, more than " + number_text(100 * l.max_skipped_fraction) +
+             "% of the run's " + std::to_string(total_) + " steps (--max-skipped-fraction)");
+}
+
+void Trainer::diverged(const std::string& why) const {
+  std::string first;
+  if (!c_.first_overflow.empty())
+    first += " The first overflow of the run: " + c_.first_overflow + ".";
+  if (!c_.streak_overflow.empty() && c_.streak_overflow != c_.first_overflow)
+    first += " The skipped steps began " + c_.streak_overflow + ".";
+  io::SafetensorsFile weights;
+  for (const auto& [name, p] : named_params_) weights.tensors.emplace(name, p->detach());
+  if (const auto bad = io::find_nonfinite(weights))
+    first += " The weight '" + bad->tensor + "' holds " + number_text(bad->value) +
+             " at element " + std::to_string(bad->element) + ".";
+  const std::string kept = last_checkpoint_.empty()
+                               ? " No checkpoint was written (--checkpoint-every)."
+                               : " The last good checkpoint, " + last_checkpoint_ +
+                                     ", is kept; nothing later was written.";
+  throw Error(detail::concat("the run diverged at step ", c_.step, ": ", why, ".", first, kept,
+                             " Try a lower --lr, or a preset with more range (amp-bf16, bf16)"),
+              SourceLocation::current());
+}
+
+const char* name_of(OnNonFinite policy) { return policy == OnNonFinite::skip ? "skip" : "stop"; }
+
+OnNonFinite parse_on_nonfinite(const std::string& name) {
+  if (name == "stop") return OnNonFinite::stop;
+  MIXP_CHECK(name == "skip", "unknown --on-nonfinite policy '", name, "' (stop or skip)");
+  return OnNonFinite::skip;
+}
+
+Tensor task_loss(const Tensor& output, const Tensor& targets, nn::Task task) {
+  switch (task) {
+    case nn::Task::language_model: {
+      const int64_t vocab = output.size(-1);
+      return ops::cross_entropy(output.reshape({-1, vocab}), targets.reshape({-1}));
+    }
+    case nn::Task::regression: return ops::mse_loss(output.to(DType::f32), targets);
+    case nn::Task::classification: break;
+  }
+  return ops::cross_entropy(output, targets);
+}
+
+DType optimizer_state_dtype(const TrainOptions& o) {
+  // SGD's momentum stays fp32 (its update has no stochastic rounding of the state).
+  if (o.optimizer_state.empty())
+    return o.optimizer.name == "sgd" ? DType::f32 : amp::preset(o.precision).optimizer_state_dtype;
+  MIXP_CHECK(o.optimizer_state == "f32" || o.optimizer_state == "bf16",
+             "the optimizer state must be f32 or bf16, got '", o.optimizer_state, "'");
+  return parse_dtype(o.optimizer_state);
+}
+
+void validate_options(const TrainOptions& o) {
+  (void)amp::preset(o.precision);
+  (void)optimizer_state_dtype(o);
+  MIXP_CHECK(o.steps >= 0 && o.epochs >= 0, "steps and epochs must be >= 0, got ", o.steps,
+             " and ", o.epochs);
+  MIXP_CHECK(o.log_interval >= 1, "the log interval must be >= 1, got ", o.log_interval);
+  MIXP_CHECK(o.eval_interval >= 0, "the eval interval must be >= 0, got ", o.eval_interval);
+  MIXP_CHECK(std::isfinite(o.clip_norm) && o.clip_norm >= 0,
+             "the clip norm must be >= 0 (0: no clipping), got ", o.clip_norm);
+  const double lr = o.lr.value_or(1e-3);
+  MIXP_CHECK(std::isfinite(lr) && lr > 0, "the learning rate must be positive, got ", lr);
+  MIXP_CHECK(o.checkpoint_every >= 0, "the checkpoint interval must be >= 0, got ",
+             o.checkpoint_every);
+  MIXP_CHECK(o.keep_checkpoints >= 1, "the checkpoints kept must be >= 1, got ",
+             o.keep_checkpoints);
+  MIXP_CHECK(o.scaler_growth_interval >= 0, "the scaler growth interval must be >= 0, got ",
+             o.scaler_growth_interval);
+  const DivergenceLimits& l = o.limits;
+  MIXP_CHECK(std::isfinite(l.min_loss_scale) && l.min_loss_scale >= 0,
+             "the minimum loss scale must be >= 0 (0: no floor), got ", l.min_loss_scale);
+  MIXP_CHECK(l.max_skipped_in_a_row >= 0, "the steps skipped in a row must be >= 0 (0: no limit), got ",
+             l.max_skipped_in_a_row);
+  MIXP_CHECK(l.max_skipped_fraction >= 0 && l.max_skipped_fraction <= 1,
+             "the skipped fraction must be in [0, 1] (1: no limit), got ", l.max_skipped_fraction);
+  validate_optimizer_options(o);
+}
+
+TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& options) {
+  validate_options(options);
+  Trainer trainer(model, data, options);
+  return trainer.run();
+}
+
+}  // namespace mixp::train
