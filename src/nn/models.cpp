@@ -260,8 +260,12 @@ class DeepMlpModel : public ModelBase {
     for (int i = 0; i <= config.layers; ++i) {
       const bool output = i == config.layers;
       const int64_t out = output ? kDeepMlpOutputs : config.width;
-      auto fc = register_module("fc" + std::to_string(i + 1),
-                                std::make_shared<Linear>(LinearOptions(in, out, /*bias=*/false)));
+      // The layer's own initial values are overwritten just below: they come from a scratch
+      // generator, so that `rng` does not move.
+      Philox overwritten;
+      auto fc = register_module(
+          "fc" + std::to_string(i + 1),
+          std::make_shared<Linear>(LinearOptions(in, out, /*bias=*/false), overwritten));
       // Hidden layers keep the activations' scale (std 1 / sqrt(fan_in)); the output layer
       // starts tiny, which is what puts the gradients below fp16's range.
       const double stddev = output ? 1e-5 : 1.0 / std::sqrt(double(in));
