@@ -82,7 +82,8 @@ struct AccumulateGrad : Node {
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   TensorImpl& impl = *t.impl();
-  if (impl.autograd.grad_fn) return {impl.autograd.grad_fn, impl.autograd.output_nr};
+  if (impl.autograd.grad_fn)
+    return {.node = impl.autograd.grad_fn, .input_nr = impl.autograd.output_nr};
   std::shared_ptr<Node> acc = impl.autograd.grad_accumulator.lock();
   if (!acc) {
     auto node = std::make_shared<AccumulateGrad>();
@@ -91,7 +92,7 @@ Edge gradient_edge(const Tensor& t) {
     acc = node;
     impl.autograd.grad_accumulator = acc;
   }
-  return {acc, 0};
+  return {.node = acc, .input_nr = 0};
 }
 
 void set_history(Tensor& output, const std::shared_ptr<Node>& node, uint32_t output_nr) {

@@ -120,8 +120,8 @@ Dims3 dims_of(const Tensor& t, const char* what) {
   MIXP_CHECK(t.defined() && (t.ndim() == 2 || t.ndim() == 3), what,
              ": expected a 2-D or 3-D tensor, got ",
              t.defined() ? t.shape().to_string() : "an undefined tensor");
-  if (t.ndim() == 2) return {1, t.size(0), t.size(1)};
-  return {t.size(0), t.size(1), t.size(2)};
+  if (t.ndim() == 2) return {.batch = 1, .rows = t.size(0), .cols = t.size(1)};
+  return {.batch = t.size(0), .rows = t.size(1), .cols = t.size(2)};
 }
 
 }  // namespace

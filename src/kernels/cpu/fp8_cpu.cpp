@@ -186,7 +186,14 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
   if (a.kind != Fp8Operand::Kind::blocks) {
     const Widened wa = widen(a, batch * m, k, 0, k, use_bf16);
     const Widened wb = widen(b, batch * n, k, 0, k, use_bf16);
-    gemm_fast({batch, m, n, k, false, true, batch, batch}, in, wa.data(), wb.data(), c, DType::f32);
+    gemm_fast({.batch = batch,
+               .m = m,
+               .n = n,
+               .k = k,
+               .trans_b = true,
+               .batch_a = batch,
+               .batch_b = batch},
+              in, wa.data(), wb.data(), c, DType::f32);
     if (a.kind == Fp8Operand::Kind::per_tensor) {
       const float s = a.scale_inv * b.scale_inv;
       parallel_for(out, kGrain, [&](int64_t begin, int64_t end) {
@@ -205,8 +212,14 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
     const int64_t k0 = chunk * kFp8Block, width = std::min(k, k0 + kFp8Block) - k0;
     const Widened wa = widen(a, batch * m, k, k0, width, use_bf16);
     const Widened wb = widen(b, batch * n, k, k0, width, use_bf16);
-    gemm_fast({batch, m, n, width, false, true, batch, batch}, in, wa.data(), wb.data(),
-              partial.data(), DType::f32);
+    gemm_fast({.batch = batch,
+               .m = m,
+               .n = n,
+               .k = width,
+               .trans_b = true,
+               .batch_a = batch,
+               .batch_b = batch},
+              in, wa.data(), wb.data(), partial.data(), DType::f32);
     parallel_for(batch * m, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t r = begin; r < end; ++r) {
