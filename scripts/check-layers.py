@@ -56,6 +56,7 @@ TOP_LEVEL_HEADERS = {
     "ops.h": "ops",
     "random.h": "core",
     "runtime.h": "kernels",  # src/kernels/runtime.cpp: reference mode, threads
+    "state_dict.h": "tensor",  # src/tensor/state_dict.cpp (on main, being added)
     "tensor.h": "tensor",
     "mixp.h": "train",  # the umbrella header: everything
 }
