@@ -258,7 +258,10 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   // PyTorch: the inverse in double, rounded to fp32; a scale of 0 gives inf.
   const float inv = float(1.0 / double(state_.scale));
   const bool multiply = inv != 1.0f;
-  PerOptimizer record{&optimizer, Stage::unscaled, false, std::nullopt};
+  PerOptimizer record{.optimizer = &optimizer,
+                      .stage = Stage::unscaled,
+                      .found_inf = false,
+                      .first_non_finite = std::nullopt};
   const std::vector<Tensor>& params = optimizer.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor grad = params[i].grad();
@@ -273,7 +276,10 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
     if (multiply) ++grad.impl()->storage->version;
     if (bad >= 0 && !record.found_inf) {
       record.found_inf = true;
-      record.first_non_finite = NonFiniteSource{per_optimizer_.size(), i, grad.shape(), bad};
+      record.first_non_finite = NonFiniteSource{.optimizer = per_optimizer_.size(),
+                                                .parameter = i,
+                                                .shape = grad.shape(),
+                                                .element = bad};
     }
   }
   per_optimizer_.push_back(std::move(record));
@@ -303,7 +309,11 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
 void GradScaler::record_change(float old_scale, ScaleChange reason,
                                const std::optional<NonFiniteSource>& source) {
   if (std::bit_cast<uint32_t>(old_scale) == std::bit_cast<uint32_t>(state_.scale)) return;
-  log_.push_back(ScaleChangeRecord{steps_, old_scale, state_.scale, reason, source});
+  log_.push_back(ScaleChangeRecord{.step = steps_,
+                                   .old_scale = old_scale,
+                                   .new_scale = state_.scale,
+                                   .reason = reason,
+                                   .first_non_finite = source});
 }
 
 void GradScaler::update() {
@@ -458,7 +468,9 @@ void GradScaler::load_state(const std::map<std::string, double>& state) {
   MIXP_CHECK(tracker < options.growth_interval, "GradScaler::load_state: '_growth_tracker' ",
              tracker, " must be below growth_interval ", options.growth_interval);
   options_ = options;
-  state_ = ScaleState{s, tracker, std::min(overflows, options.hysteresis)};
+  state_ = ScaleState{.scale = s,
+                      .growth_tracker = tracker,
+                      .consecutive_overflows = std::min(overflows, options.hysteresis)};
   steps_ = steps;
   overflow_ceiling_ =
       ceiling == state.end() ? std::numeric_limits<float>::infinity() : float(ceiling->second);

@@ -72,7 +72,8 @@ Tensor cast_to(const Tensor& t, DType target) {
     }
   }
   Tensor cast = t.to(target);
-  t_state.cache.insert_or_assign(key, CacheEntry{t.impl_ptr(), t.version(), cast});
+  t_state.cache.insert_or_assign(
+      key, CacheEntry{.source = t.impl_ptr(), .version = t.version(), .cast = cast});
   ++t_state.casts;
   return cast;
 }
@@ -203,7 +204,8 @@ CastInputs autocast_inputs(OpKind op, std::span<const Tensor> inputs) {
 }
 
 WeightCacheStats weight_cache_stats() {
-  return WeightCacheStats{t_state.cache.size(), t_state.casts, t_state.hits};
+  return WeightCacheStats{
+      .entries = t_state.cache.size(), .casts = t_state.casts, .hits = t_state.hits};
 }
 
 uint64_t policy_calls(OpKind kind) { return t_state.calls[size_t(kind)]; }

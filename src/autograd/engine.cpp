@@ -12,6 +12,7 @@
 #include "mixp/amp/autocast.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
+#include "tensor/autograd_hooks.h"
 #include "tensor/element.h"
 #include "tensor/tensor_impl.h"
 
@@ -82,7 +83,8 @@ struct AccumulateGrad : Node {
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   TensorImpl& impl = *t.impl();
-  if (impl.autograd.grad_fn) return {impl.autograd.grad_fn, impl.autograd.output_nr};
+  if (impl.autograd.grad_fn)
+    return {.node = impl.autograd.grad_fn, .input_nr = impl.autograd.output_nr};
   std::shared_ptr<Node> acc = impl.autograd.grad_accumulator.lock();
   if (!acc) {
     auto node = std::make_shared<AccumulateGrad>();
@@ -91,7 +93,7 @@ Edge gradient_edge(const Tensor& t) {
     acc = node;
     impl.autograd.grad_accumulator = acc;
   }
-  return {acc, 0};
+  return {.node = acc, .input_nr = 0};
 }
 
 void set_history(Tensor& output, const std::shared_ptr<Node>& node, uint32_t output_nr) {
@@ -138,8 +140,6 @@ struct CastBackward : Node {
   }
 };
 
-}  // namespace
-
 void record_view(const Tensor& base, Tensor& view) {
   if (auto node = make_node<ViewBackward>("reshape", {&base})) {
     node->input_shape = base.shape();
@@ -161,6 +161,10 @@ void record_cast(const Tensor& in, Tensor& out) {
     set_history(out, node);
   }
 }
+
+const char* node_name(const Node& node) { return node.name; }
+
+}  // namespace
 
 Tensor with_gradient_hook(const Tensor& t, GradientHook hook) {
   MIXP_CHECK(hook != nullptr, "with_gradient_hook: an empty hook");
@@ -247,3 +251,16 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
 }  // namespace autograd
 }  // namespace mixp
+
+// Tensor's views, slices, casts and backward() reach the engine through these hooks, the tensor
+// layer being below autograd. The library's link interface names this symbol (CMakeLists.txt):
+// a program linked with the static library gets this file, and the hooks, whatever it calls.
+extern "C" const bool mixp_autograd_hooks_installed;
+const bool mixp_autograd_hooks_installed = [] {
+  mixp::detail::install_autograd_hooks({.record_view = mixp::autograd::record_view,
+                                        .record_slice = mixp::autograd::record_slice,
+                                        .record_cast = mixp::autograd::record_cast,
+                                        .run_backward = mixp::autograd::run_backward,
+                                        .node_name = mixp::autograd::node_name});
+  return true;
+}();

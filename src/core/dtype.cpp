@@ -22,12 +22,14 @@ DType parse_dtype(std::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"fp32", DType::f32},      {"float32", DType::f32},   {"float", DType::f32},
-      {"fp64", DType::f64},      {"float64", DType::f64},   {"double", DType::f64},
-      {"fp16", DType::f16},      {"float16", DType::f16},   {"half", DType::f16},
-      {"bfloat16", DType::bf16}, {"fp8_e4m3", DType::e4m3}, {"e4m3fn", DType::e4m3},
-      {"fp8_e5m2", DType::e5m2}, {"int32", DType::i32},     {"int64", DType::i64},
-      {"uint8", DType::u8},
+      {.alias = "fp32", .dtype = DType::f32},      {.alias = "float32", .dtype = DType::f32},
+      {.alias = "float", .dtype = DType::f32},     {.alias = "fp64", .dtype = DType::f64},
+      {.alias = "float64", .dtype = DType::f64},   {.alias = "double", .dtype = DType::f64},
+      {.alias = "fp16", .dtype = DType::f16},      {.alias = "float16", .dtype = DType::f16},
+      {.alias = "half", .dtype = DType::f16},      {.alias = "bfloat16", .dtype = DType::bf16},
+      {.alias = "fp8_e4m3", .dtype = DType::e4m3}, {.alias = "e4m3fn", .dtype = DType::e4m3},
+      {.alias = "fp8_e5m2", .dtype = DType::e5m2}, {.alias = "int32", .dtype = DType::i32},
+      {.alias = "int64", .dtype = DType::i64},     {.alias = "uint8", .dtype = DType::u8},
   };
   for (const Alias& a : kAliases) {
     if (name == a.alias) return a.dtype;

@@ -252,16 +252,16 @@ struct NamedFormat {
 };
 std::span<const NamedFormat> named_formats() {
   static const NamedFormat kNamed[] = {
-      {"f32", "fp32", Format::fp32()},
-      {"f16", "fp16", Format::fp16()},
-      {"bf16", "bfloat16", Format::bf16()},
-      {"e4m3", "fp8_e4m3", Format::e4m3()},
-      {"e5m2", "fp8_e5m2", Format::e5m2()},
-      {"e3m2", "fp6_e3m2", Format::e3m2()},
-      {"e2m3", "fp6_e2m3", Format::e2m3()},
-      {"e2m1", "fp4_e2m1", Format::e2m1()},
-      {"e4m3fnuz", "fp8_e4m3fnuz", Format::e4m3fnuz()},
-      {"e5m2fnuz", "fp8_e5m2fnuz", Format::e5m2fnuz()},
+      {.name = "f32", .alias = "fp32", .format = Format::fp32()},
+      {.name = "f16", .alias = "fp16", .format = Format::fp16()},
+      {.name = "bf16", .alias = "bfloat16", .format = Format::bf16()},
+      {.name = "e4m3", .alias = "fp8_e4m3", .format = Format::e4m3()},
+      {.name = "e5m2", .alias = "fp8_e5m2", .format = Format::e5m2()},
+      {.name = "e3m2", .alias = "fp6_e3m2", .format = Format::e3m2()},
+      {.name = "e2m3", .alias = "fp6_e2m3", .format = Format::e2m3()},
+      {.name = "e2m1", .alias = "fp4_e2m1", .format = Format::e2m1()},
+      {.name = "e4m3fnuz", .alias = "fp8_e4m3fnuz", .format = Format::e4m3fnuz()},
+      {.name = "e5m2fnuz", .alias = "fp8_e5m2fnuz", .format = Format::e5m2fnuz()},
   };
   return kNamed;
 }

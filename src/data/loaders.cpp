@@ -36,7 +36,7 @@ ImageLoader::ImageLoader(const ImageSet& set, const ImageLoaderOptions& options)
   // Pixel -> value, computed once in f32 exactly as (pixel / 255 - mean) / std would be.
   const float mean = float(options_.mean), stddev = float(options_.std);
   for (int p = 0; p < 256; ++p) table_[size_t(p)] = (float(p) / 255.0f - mean) / stddev;
-  state_.rng = PhiloxState{options_.seed, kImageShuffleStream, 0};
+  state_.rng = PhiloxState{.seed = options_.seed, .stream = kImageShuffleStream};
   reshuffle();
 }
 
@@ -109,7 +109,7 @@ TextLoader::TextLoader(const Tensor& tokens, const TextLoaderOptions& options)
   MIXP_CHECK(tokens_.size(0) > options_.context, "TextLoader: ", tokens_.size(0),
              " tokens are too few for windows of context ", options_.context,
              " (at least context + 1 are needed)");
-  state_.rng = PhiloxState{options_.seed, kTextWindowStream, 0};
+  state_.rng = PhiloxState{.seed = options_.seed, .stream = kTextWindowStream};
 }
 
 Batch TextLoader::next() {

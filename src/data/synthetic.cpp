@@ -10,7 +10,7 @@ Regression make_tiny_gradient_regression(uint64_t seed, int64_t n_train, int64_t
              "make_tiny_gradient_regression: both sets need at least one sample, got ", n_train,
              " and ", n_test);
   constexpr int64_t kInputs = 16, kOutputs = 8;
-  Philox rng(PhiloxState{seed, kRegressionStream, 0});
+  Philox rng(PhiloxState{.seed = seed, .stream = kRegressionStream});
   const Tensor teacher = randn({kOutputs, kInputs}, rng, 0.25);
   NoGradGuard no_grad;
   auto targets = [&](const Tensor& x) {

@@ -29,7 +29,7 @@ std::vector<Advice> advise(const std::vector<LayerNumerics>& layers, double loss
                     "%.2f%% of its activation gradients underflow fp16 at loss scale %g "
                     "(limit %.2f%%)",
                     100 * under, loss_scale, 100 * options.max_fp16_underflow);
-      out.push_back({l.layer, "fp16_underflow", under, buf});
+      out.push_back({.layer = l.layer, .rule = "fp16_underflow", .fraction = under, .reason = buf});
     }
     for (const auto& [format, rule] :
          {std::pair<Format, const char*>{Format::bf16(), "bf16_overflow"},
@@ -42,7 +42,7 @@ std::vector<Advice> advise(const std::vector<LayerNumerics>& layers, double loss
                       "%.4f%% of its activations and %.4f%% of its weights overflow %s "
                       "(limit %.4f%%)",
                       100 * act, 100 * w, format.name().c_str(), 100 * options.max_overflow);
-        out.push_back({l.layer, rule, worst, buf});
+        out.push_back({.layer = l.layer, .rule = rule, .fraction = worst, .reason = buf});
       }
     }
   }

@@ -20,7 +20,7 @@ const char* name_of(Role role) {
 
 Collector::Collector(nn::Module& model, CollectorOptions options,
                      const std::vector<std::string>& layers)
-    : model_(model), options_(std::move(options)) {
+    : options_(std::move(options)) {
   MIXP_CHECK(options_.every >= 1, "Collector: every must be at least 1, got ", options_.every);
   MIXP_CHECK(options_.max_elements >= 1, "Collector: max_elements must be at least 1, got ",
              options_.max_elements);

@@ -123,10 +123,10 @@ bool same_query(const FormatQuery& a, const FormatQuery& b) {
 }  // namespace
 
 std::vector<FormatQuery> standard_queries(double scale) {
-  return {{Format::fp16(), scale, "fp16"},
-          {Format::bf16(), scale, "bf16"},
-          {Format::e4m3(), scale, "e4m3"},
-          {Format::e5m2(), scale, "e5m2"}};
+  return {{.format = Format::fp16(), .scale = scale, .label = "fp16"},
+          {.format = Format::bf16(), .scale = scale, .label = "bf16"},
+          {.format = Format::e4m3(), .scale = scale, .label = "e4m3"},
+          {.format = Format::e5m2(), .scale = scale, .label = "e5m2"}};
 }
 
 double FormatCounts::underflow_fraction() const { return fraction(underflow, of); }
@@ -242,7 +242,7 @@ Tensor sample(const Tensor& t, int64_t max_elements) {
   const size_t bytes = size_t(size_of(t.dtype()));
   const char* src = static_cast<const char*>(t.raw_data());
   char* dst = static_cast<char*>(out.raw_data());
-  const PhiloxState rng{0, kSampleStream, 0};
+  const PhiloxState rng{.seed = 0, .stream = kSampleStream};
   for (int64_t i = 0; i < count; ++i) {
     const int64_t start = i * stride;
     const int64_t len = std::min(stride, n - start);

@@ -243,10 +243,11 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
     std::string label;
   };
   const std::string name = f.name();
-  const std::vector<Region> regions = {{lo, zero_x, "#f4c7c3", "become zero in " + name},
-                                       {zero_x, normal_x, "#fce8b2", name + " subnormals"},
-                                       {normal_x, max_x, "#b7e1cd", name + " normal range"},
-                                       {max_x, hi, "#d9d9d9", "overflow in " + name}};
+  const std::vector<Region> regions = {
+      {.from = lo, .to = zero_x, .colour = "#f4c7c3", .label = "become zero in " + name},
+      {.from = zero_x, .to = normal_x, .colour = "#fce8b2", .label = name + " subnormals"},
+      {.from = normal_x, .to = max_x, .colour = "#b7e1cd", .label = name + " normal range"},
+      {.from = max_x, .to = hi, .colour = "#d9d9d9", .label = "overflow in " + name}};
   s += "<g class=\"regions\">\n";
   for (const Region& r : regions) {
     if (r.to <= r.from) continue;

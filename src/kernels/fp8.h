@@ -1,7 +1,8 @@
 // FP8 quantization and the FP8 GEMM on raw buffers: the fast kernels (kernels/cpu/fp8_cpu.cpp:
 // the vectorized conversions, OpenMP, oneDNN bf16) and their scalar references
-// (kernels/ref/fp8_ref.cpp), which give the same quantized bits. The scale rules are those of
-// mixp/amp/fp8.h. Every conversion to FP8 saturates. Private to mixp.
+// (kernels/ref/fp8_ref.cpp), which give the same quantized bits. The scale rules below are those
+// mixp/amp/fp8.h documents, edge cases included; its recipe functions call these
+// (kernels/fp8_scales.cpp). Every conversion to FP8 saturates. Private to mixp.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,20 @@
 #include "mixp/dtype.h"
 
 namespace mixp::kernels {
+
+/// amp::fp8_max: 448 (e4m3), 57344 (e5m2); mixp::Error for another dtype.
+float fp8_max(DType fp8);
+/// amp::scale_from_amax: (fp8_max / amax) / 2^margin, or `previous` for an amax that is 0,
+/// negative or not finite; FLT_MAX on overflow, the smallest positive float on underflow.
+float scale_from_amax(float amax, float fp8_max, int margin, float previous);
+/// amp::current_scale: scale_from_amax(amax, fp8_max, margin, 1).
+float current_scale(float amax, float fp8_max, int margin = 0);
+/// amp::mx_emax: 8 for e4m3, 15 for e5m2; mixp::Error for another dtype.
+int mx_emax(DType element);
+/// amp::mx_scale_code: the E8M0 code of an MX block's scale from its amax.
+uint8_t mx_scale_code(float amax, DType element);
+/// amp::e8m0_value: 2^(code - 127); NaN for 0xFF.
+float e8m0_value(uint8_t code);
 
 /// max |x[i]|; NaN if any element is NaN.
 float fp8_amax_fast(const float* x, int64_t n);

@@ -55,8 +55,6 @@ struct PairGemm {
   const float* bias = nullptr;
 };
 
-using PairGemmFn = void (*)(const PairGemm& g);
-
 // The scalar versions, which define what each function computes; avx512_bf16 below has the
 // same functions.
 namespace ref {

@@ -7,8 +7,6 @@
 
 namespace mixp::nn {
 
-Conv2d::Conv2d(const Conv2dOptions& options) : Conv2d(options, *std::make_unique<Philox>()) {}
-
 Conv2d::Conv2d(const Conv2dOptions& options, Philox& rng) : options_(options) {
   const Conv2dOptions& o = options;
   MIXP_CHECK(o.in_channels >= 1 && o.out_channels >= 1 && o.kernel_size >= 1 && o.stride >= 1 &&

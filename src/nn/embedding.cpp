@@ -5,9 +5,6 @@
 
 namespace mixp::nn {
 
-Embedding::Embedding(const EmbeddingOptions& options)
-    : Embedding(options, *std::make_unique<Philox>()) {}
-
 Embedding::Embedding(const EmbeddingOptions& options, Philox& rng) : options_(options) {
   MIXP_CHECK(options.num_embeddings >= 1 && options.embedding_dim >= 1,
              "Embedding: num_embeddings and embedding_dim must be at least 1, got ",

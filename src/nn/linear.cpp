@@ -7,8 +7,6 @@
 
 namespace mixp::nn {
 
-Linear::Linear(const LinearOptions& options) : Linear(options, *std::make_unique<Philox>()) {}
-
 Linear::Linear(const LinearOptions& options, Philox& rng) : options_(options) {
   MIXP_CHECK(options.in_features >= 1 && options.out_features >= 1,
              "Linear: in_features and out_features must be at least 1, got ", options.in_features,

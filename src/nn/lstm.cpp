@@ -7,8 +7,6 @@
 
 namespace mixp::nn {
 
-LSTM::LSTM(const LSTMOptions& options) : LSTM(options, *std::make_unique<Philox>()) {}
-
 LSTM::LSTM(const LSTMOptions& options, Philox& rng) : options_(options) {
   const int64_t h = options.hidden_size;
   MIXP_CHECK(options.input_size >= 1 && h >= 1 && options.num_layers >= 1,

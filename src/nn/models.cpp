@@ -46,7 +46,7 @@ class Container : public Module {
 class ModelBase : public Model {
  public:
   ModelBase(const ModelConfig& config, uint64_t seed) : config_(config) {
-    generator_ = std::make_shared<Philox>(PhiloxState{seed, kDropoutStream, 0});
+    generator_ = std::make_shared<Philox>(PhiloxState{.seed = seed, .stream = kDropoutStream});
   }
   const ModelConfig& config() const override { return config_; }
 
@@ -87,7 +87,7 @@ class LanguageModelBase : public ModelBase {
 class MlpModel : public ClassifierBase {
  public:
   MlpModel(const ModelConfig& config, uint64_t seed) : ClassifierBase(config, seed) {
-    Philox rng(PhiloxState{seed, kInitStream, 0});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream});
     const int64_t in = config.image_size * config.image_size;
     fc1_ = register_module("fc1", std::make_shared<Linear>(LinearOptions(in, 1024), rng));
     fc2_ = register_module("fc2", std::make_shared<Linear>(LinearOptions(1024, 1024), rng));
@@ -115,7 +115,7 @@ class CnnModel : public ClassifierBase {
   CnnModel(const ModelConfig& config, uint64_t seed) : ClassifierBase(config, seed) {
     MIXP_CHECK(config.image_size % 4 == 0, "cnn: image_size must be a multiple of 4, got ",
                config.image_size);
-    Philox rng(PhiloxState{seed, kInitStream, 0});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream});
     features_ = register_module("features", std::make_shared<Sequential>());
     for (const auto& [in, out] : {std::pair<int64_t, int64_t>{1, 32}, {32, 64}}) {
       features_->push_back(
@@ -149,7 +149,7 @@ class CnnModel : public ClassifierBase {
 class LstmModel : public LanguageModelBase {
  public:
   LstmModel(const ModelConfig& config, uint64_t seed) : LanguageModelBase(config, seed) {
-    Philox rng(PhiloxState{seed, kInitStream, 0});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream});
     embedding_ = register_module(
         "embedding",
         std::make_shared<Embedding>(EmbeddingOptions(config.vocab, config.width), rng));
@@ -186,7 +186,7 @@ class GptModel : public LanguageModelBase {
   GptModel(const ModelConfig& config, uint64_t seed) : LanguageModelBase(config, seed) {
     MIXP_CHECK(config.width % config.heads == 0, "gpt: width (", config.width,
                ") must be a multiple of heads (", config.heads, ")");
-    Philox rng(PhiloxState{seed, kInitStream, 0});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream});
     TransformerBlockOptions o;
     o.n_embd = config.width;
     o.n_head = config.heads;
@@ -224,7 +224,7 @@ class GptModel : public LanguageModelBase {
   // weight 1 and bias 0, then every c_proj.weight N(0, 0.02 / sqrt(2 n_layer)). Drawn in
   // named_parameters() order from stream 0, after the layers' default init.
   void init_gpt2(uint64_t seed) {
-    Philox rng(PhiloxState{seed, kInitStream, uint64_t(1) << 60});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream, .offset = uint64_t(1) << 60});
     const double proj_std = 0.02 / std::sqrt(2.0 * config_.layers);
     const auto names = named_parameters();
     const auto norms = norm_parameter_flags();
@@ -255,13 +255,17 @@ class GptModel : public LanguageModelBase {
 class DeepMlpModel : public ModelBase {
  public:
   DeepMlpModel(const ModelConfig& config, uint64_t seed) : ModelBase(config, seed) {
-    Philox rng(PhiloxState{seed, kInitStream, 0});
+    Philox rng(PhiloxState{.seed = seed, .stream = kInitStream});
     int64_t in = kDeepMlpInputs;
     for (int i = 0; i <= config.layers; ++i) {
       const bool output = i == config.layers;
       const int64_t out = output ? kDeepMlpOutputs : config.width;
-      auto fc = register_module("fc" + std::to_string(i + 1),
-                                std::make_shared<Linear>(LinearOptions(in, out, /*bias=*/false)));
+      // The layer's own initial values are overwritten just below: they come from a scratch
+      // generator, so that `rng` does not move.
+      Philox overwritten;
+      auto fc = register_module(
+          "fc" + std::to_string(i + 1),
+          std::make_shared<Linear>(LinearOptions(in, out, /*bias=*/false), overwritten));
       // Hidden layers keep the activations' scale (std 1 / sqrt(fan_in)); the output layer
       // starts tiny, which is what puts the gradients below fp16's range.
       const double stddev = output ? 1e-5 : 1.0 / std::sqrt(double(in));

@@ -24,7 +24,8 @@ struct AddScalarOp {
 
 Tensor add_scalar(const Tensor& x, double s) {
   const auto cast = amp::autocast_inputs(OpKind::add_scalar, {&x});
-  return cast.output(detail::unary(cast[0], AddScalarOp{"add_scalar", detail::Saved::nothing, s}));
+  return cast.output(detail::unary(
+      cast[0], AddScalarOp{.name = "add_scalar", .saved = detail::Saved::nothing, .scalar = s}));
 }
 
 }  // namespace mixp::ops

@@ -76,7 +76,9 @@ struct HeadRows {
   int64_t at(int64_t pair) const {
     return pair / heads * batch_stride + pair % heads * head_stride;
   }
-  static HeadRows dense(const Dims& d) { return HeadRows{1, d.t * d.dh, 0, d.dh}; }
+  static HeadRows dense(const Dims& d) {
+    return HeadRows{.heads = 1, .batch_stride = d.t * d.dh, .head_stride = 0, .row_stride = d.dh};
+  }
 };
 
 /// Whether the tiled bf16 path runs for bf16 inputs of these sizes: on AVX-512 BF16 (the active

@@ -255,7 +255,7 @@ void grad_input_reference(const T* x, const T* g, Geometry geo, const kernels::C
 // ---- autograd ----
 
 Geometry geometry_of(const Shape& shape) {
-  Geometry geo{shape[0], shape[1], 1};
+  Geometry geo{.n = shape[0], .c = shape[1], .s = 1};
   for (int d = 2; d < shape.ndim(); ++d) geo.s *= shape[d];
   return geo;
 }

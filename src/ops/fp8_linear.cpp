@@ -24,7 +24,7 @@ Fp8OpEntry enter_fp8_op(OpKind op, std::span<const Tensor* const> inputs) {
   if (amp::autocast_enabled()) autocast_output = amp::autocast_dtype();
   OpInfo row = op_info(op);
   row.policy = CastPolicy::keep;
-  return {amp::autocast_inputs(row, inputs), autocast_output};
+  return {.suspended = amp::autocast_inputs(row, inputs), .autocast_output = autocast_output};
 }
 
 Tensor transpose_last2(const Tensor& t) {

@@ -166,7 +166,7 @@ void backward_fast(const T* x, const G* g, const kernels::Compute<T>* mean,
         backward_row_f64(xr, compute_row(g, row, n, gv), wp, mean[row], rstd[row], n, xh.data(),
                          gw.data(), pw, pb, dx);
       } else {
-        const kernels::NormStats s{mean[row], rstd[row]};
+        const kernels::NormStats s{.mean = mean[row], .rstd = rstd[row]};
         const kernels::NormBackwardRow rows{
             .xhat = xh.data(), .gw = gw.data(), .pw = pw, .pb = pb, .dx = dx};
         if constexpr (std::is_same_v<G, bfloat16>) {  // widened in the kernel's registers
@@ -238,7 +238,7 @@ struct LayerNormBackward : autograd::Node {
     const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get();
     // g in the result's dtype, read widened as it is (a bf16 result's gradient needs no fp32 copy).
     const Tensor g = grads[0].dtype() == y_dtype ? grads[0] : grads[0].to(y_dtype).detach();
-    const Rows r{xv.numel() / xv.size(-1), xv.size(-1)};
+    const Rows r{.rows = xv.numel() / xv.size(-1), .n = xv.size(-1)};
     const bool want_dx = next[0].node != nullptr;
     const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
     Tensor dx = want_dx ? detail::empty_like(xv) : Tensor(), dw, db;
@@ -249,13 +249,15 @@ struct LayerNormBackward : autograd::Node {
         std::vector<double> sum_w(static_cast<size_t>(r.n), 0.0),
             sum_b(static_cast<size_t>(r.n), 0.0);
         backward_reference<T, G>(xv.data<T>(), g.data<G>(), mv.data<C>(), rv.data<C>(), r,
-                                 detail::values_as<double>(wv), {dx_data, sum_w, sum_b});
+                                 detail::values_as<double>(wv),
+                                 {.dx = dx_data, .dweight = sum_w, .dbias = sum_b});
         if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
         if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       } else {
         std::vector<C> sum_w(static_cast<size_t>(r.n), C(0)), sum_b(static_cast<size_t>(r.n), C(0));
         backward_fast<T, G>(xv.data<T>(), g.data<G>(), mv.data<C>(), rv.data<C>(), r,
-                            detail::values_as<C>(wv), {dx_data, sum_w, sum_b});
+                            detail::values_as<C>(wv),
+                            {.dx = dx_data, .dweight = sum_w, .dbias = sum_b});
         if (want_dw) dw = detail::tensor_from(sum_w, weight_dtype);
         if (want_db) db = detail::tensor_from(sum_b, bias_dtype);
       }
@@ -295,7 +297,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
                  (x.dtype() == DType::f32 && (y_dtype == DType::bf16 || y_dtype == DType::f16)),
              "layer_norm: out_dtype must be the input's dtype (", name_of(x.dtype()),
              ") or, for an f32 input, bf16 or f16; got ", name_of(y_dtype));
-  const Rows r{x.numel() / x.size(-1), x.size(-1)};
+  const Rows r{.rows = x.numel() / x.size(-1), .n = x.size(-1)};
   std::vector<int64_t> row_dims(x.shape().dims().begin(), x.shape().dims().end() - 1);
   Tensor y = empty(x.shape(), y_dtype);
   Tensor mean = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));

@@ -52,7 +52,7 @@ struct LinearBackward : autograd::Node {
     const int64_t in = wv.size(1), out = wv.size(0), rows = xv.numel() / std::max<int64_t>(in, 1);
     Tensor dx, dw, db;
     if (next[0].node) {  // [rows, out] x [out, in]
-      dx = detail::gemm({1, rows, in, out, false, false, 1, 1}, g, wv, xv.shape(), xv.dtype());
+      dx = detail::gemm({.m = rows, .n = in, .k = out}, g, wv, xv.shape(), xv.dtype());
     }
     const bool bias_grad = next.size() > 2 && next[2].node;
     if (next[1].node) {
@@ -61,7 +61,8 @@ struct LinearBackward : autograd::Node {
       const bool with_bias = bias_grad && grads[0].dtype() == xv.dtype();
       if (!weight_grads_fast(g, xv, wv, rows, with_bias, bias_dtype, dw, db)) {
         // [rows, out]^T x [rows, in]
-        dw = detail::gemm({1, out, in, rows, true, false, 1, 1}, g, xv, wv.shape(), wv.dtype());
+        dw = detail::gemm({.m = out, .n = in, .k = rows, .trans_a = true}, g, xv, wv.shape(),
+                          wv.dtype());
       }
     }
     if (bias_grad && !db.defined()) {
@@ -105,7 +106,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
   dims.back() = n_out;
   const Shape out_shape(dims);
-  Tensor y = detail::gemm({1, rows, n_out, in, false, true, 1, 1}, x, weight, out_shape, out, bias);
+  Tensor y = detail::gemm({.m = rows, .n = n_out, .k = in, .trans_b = true}, x, weight, out_shape,
+                          out, bias);
   if (auto node = bias.defined()
                       ? autograd::make_node<LinearBackward>("linear", {&x, &weight, &bias})
                       : autograd::make_node<LinearBackward>("linear", {&x, &weight})) {

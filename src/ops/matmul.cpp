@@ -34,7 +34,8 @@ Plan plan(const char* op, const Tensor& a, const Tensor& b) {
     MIXP_CHECK(same, op, ": leading dimensions differ: ", a.shape().to_string(), " and ",
                b.shape().to_string());
   }
-  p.shape = {batch, m, n, k, false, false, batch, p.shared_b ? 1 : batch};
+  p.shape = {
+      .batch = batch, .m = m, .n = n, .k = k, .batch_a = batch, .batch_b = p.shared_b ? 1 : batch};
   std::vector<int64_t> dims(a.shape().dims().begin(), a.shape().dims().end());
   dims.back() = n;
   p.out_shape = Shape(dims);
@@ -50,16 +51,28 @@ struct MatmulBackward : autograd::Node {
     const kernels::GemmShape& s = p.shape;
     Tensor da, db;
     if (next[0].node) {  // [.., M, N] x [.., K, N]^T
-      da = detail::gemm({s.batch, s.m, s.k, s.n, false, true, s.batch, s.batch_b}, g, bv,
-                        av.shape(), av.dtype());
+      da = detail::gemm({.batch = s.batch,
+                         .m = s.m,
+                         .n = s.k,
+                         .k = s.n,
+                         .trans_b = true,
+                         .batch_a = s.batch,
+                         .batch_b = s.batch_b},
+                        g, bv, av.shape(), av.dtype());
     }
     if (next[1].node) {
       if (p.shared_b) {  // all rows at once: [B*M, K]^T x [B*M, N]
-        db = detail::gemm({1, s.k, s.n, s.batch * s.m, true, false, 1, 1}, av, g, bv.shape(),
-                          bv.dtype());
-      } else {
-        db = detail::gemm({s.batch, s.k, s.n, s.m, true, false, s.batch, s.batch}, av, g,
+        db = detail::gemm({.m = s.k, .n = s.n, .k = s.batch * s.m, .trans_a = true}, av, g,
                           bv.shape(), bv.dtype());
+      } else {
+        db = detail::gemm({.batch = s.batch,
+                           .m = s.k,
+                           .n = s.n,
+                           .k = s.m,
+                           .trans_a = true,
+                           .batch_a = s.batch,
+                           .batch_b = s.batch},
+                          av, g, bv.shape(), bv.dtype());
       }
     }
     return {da, db};

@@ -24,7 +24,8 @@ struct MulScalarOp {
 
 Tensor mul_scalar(const Tensor& x, double s) {
   const auto cast = amp::autocast_inputs(OpKind::mul_scalar, {&x});
-  return cast.output(detail::unary(cast[0], MulScalarOp{"mul_scalar", detail::Saved::nothing, s}));
+  return cast.output(detail::unary(
+      cast[0], MulScalarOp{.name = "mul_scalar", .saved = detail::Saved::nothing, .scalar = s}));
 }
 
 }  // namespace mixp::ops

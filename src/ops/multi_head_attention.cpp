@@ -23,7 +23,8 @@ Tensor composed(const Tensor& qkv, int64_t heads, bool causal) {
 
 // The rows of q in qkv [B, T, 3C] (k and v: C and 2C further) and of the heads in [B, T, C].
 attention::HeadRows packed_rows(const attention::Dims& d, int64_t heads, int64_t width) {
-  return attention::HeadRows{heads, d.t * width, d.dh, width};
+  return attention::HeadRows{
+      .heads = heads, .batch_stride = d.t * width, .head_stride = d.dh, .row_stride = width};
 }
 
 struct MultiHeadAttentionBackward : autograd::Node {

@@ -23,7 +23,8 @@ struct PowOp {
 
 Tensor pow(const Tensor& x, double exponent) {
   const auto cast = amp::autocast_inputs(OpKind::pow_scalar, {&x});
-  return cast.output(detail::unary(cast[0], PowOp{"pow_scalar", detail::Saved::input, exponent}));
+  return cast.output(detail::unary(
+      cast[0], PowOp{.name = "pow_scalar", .saved = detail::Saved::input, .scalar = exponent}));
 }
 
 }  // namespace mixp::ops

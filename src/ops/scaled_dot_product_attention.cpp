@@ -122,8 +122,14 @@ Tensor as_operand(const Tensor& t, DType dtype) {
 
 // q k^T for every (batch, head): [BH, T, T] in the accumulation dtype.
 Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
-  return detail::gemm({d.bh, d.t, d.t, d.dh, false, true, d.bh, d.bh}, q, k, Shape{d.bh, d.t, d.t},
-                      accumulation_dtype(q.dtype()));
+  return detail::gemm({.batch = d.bh,
+                       .m = d.t,
+                       .n = d.t,
+                       .k = d.dh,
+                       .trans_b = true,
+                       .batch_a = d.bh,
+                       .batch_b = d.bh},
+                      q, k, Shape{d.bh, d.t, d.t}, accumulation_dtype(q.dtype()));
 }
 
 // (batch, head) pairs per chunk of the fast path. The T x T scores (and in backward their
@@ -180,8 +186,9 @@ Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dim
                       data_or_null(p16));
     });
     if (p16.defined()) p = Tensor();  // the fp32 probabilities are done with
-    detail::gemm_into({c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh}, p16.defined() ? p16 : p,
-                      as_operand(v3.slice(begin, end), operand), out3.slice(begin, end));
+    detail::gemm_into(
+        {.batch = c.bh, .m = c.t, .n = c.dh, .k = c.t, .batch_a = c.bh, .batch_b = c.bh},
+        p16.defined() ? p16 : p, as_operand(v3.slice(begin, end), operand), out3.slice(begin, end));
   });
   return out;
 }
@@ -207,8 +214,15 @@ std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor
     return result;
   }
   for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
-    const kernels::GemmShape transposed_a{c.bh, c.t, c.dh, c.t, true, false, c.bh, c.bh};
-    const kernels::GemmShape plain{c.bh, c.t, c.dh, c.t, false, false, c.bh, c.bh};
+    const kernels::GemmShape transposed_a{.batch = c.bh,
+                                          .m = c.t,
+                                          .n = c.dh,
+                                          .k = c.t,
+                                          .trans_a = true,
+                                          .batch_a = c.bh,
+                                          .batch_b = c.bh};
+    const kernels::GemmShape plain{
+        .batch = c.bh, .m = c.t, .n = c.dh, .k = c.t, .batch_a = c.bh, .batch_b = c.bh};
     const Tensor qc = q3.slice(begin, end), kc = k3.slice(begin, end);
     const Tensor vc = v3.slice(begin, end), gc = g3.slice(begin, end);
     const Tensor lse_c = lse_acc.slice(begin, end);
@@ -224,8 +238,14 @@ std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor
     }
     p16 = Tensor();
     if (!need[0] && !need[1]) return;
-    Tensor ds = detail::gemm({c.bh, c.t, c.t, c.dh, false, true, c.bh, c.bh}, gc, vc,
-                             Shape{c.bh, c.t, c.t}, acc);
+    Tensor ds = detail::gemm({.batch = c.bh,
+                              .m = c.t,
+                              .n = c.t,
+                              .k = c.dh,
+                              .trans_b = true,
+                              .batch_a = c.bh,
+                              .batch_b = c.bh},
+                             gc, vc, Shape{c.bh, c.t, c.t}, acc);
     Tensor ds16 = bf16_operand(c, operand);
     visit_accumulation(acc, [&]<typename A>() {
       score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c),

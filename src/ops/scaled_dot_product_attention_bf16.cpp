@@ -80,7 +80,7 @@ struct Block {
 
 Block block_at(const Dims& d, int64_t i0) {
   const int64_t i1 = std::min(d.t, i0 + kBlockRows);
-  return Block{i0, i1, d.causal ? i1 : d.t};
+  return Block{.i0 = i0, .i1 = i1, .keys = d.causal ? i1 : d.t};
 }
 
 // s[r][j] = q[i0 + r] . k[j] (unscaled) for the keys each row sees (more, up to a tile's limit).

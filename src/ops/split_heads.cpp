@@ -72,7 +72,8 @@ std::vector<Tensor> split_heads(const Tensor& qkv_in, int64_t heads) {
   const int64_t c = qkv.size(2) / 3;
   MIXP_CHECK(heads >= 1 && c % heads == 0, "split_heads: ", heads,
              " heads do not divide the width C = ", c, " of input ", qkv.shape().to_string());
-  const Heads h{qkv.size(0), qkv.size(1), c, heads, c / heads};
+  const Heads h{
+      .batch = qkv.size(0), .t = qkv.size(1), .c = c, .heads = heads, .head_size = c / heads};
   std::vector<Tensor> out;
   char* parts[3];
   for (int i = 0; i < 3; ++i) {

@@ -36,7 +36,7 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
 }
 
 Around around(const Shape& shape, int dim) {
-  Around a{1, shape[dim], 1};
+  Around a{.outer = 1, .n = shape[dim], .inner = 1};
   for (int d = 0; d < dim; ++d) a.outer *= shape[d];
   for (int d = dim + 1; d < shape.ndim(); ++d) a.inner *= shape[d];
   return a;
@@ -58,7 +58,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
   const bool contiguous_range = dims.empty() || dims.back() - dims.front() + 1 == int(dims.size());
   if (contiguous_range) {
     // One pass over [outer, n, inner] with n the product of the reduced dims.
-    Around a{1, 1, 1};
+    Around a{.outer = 1, .n = 1, .inner = 1};
     for (int d = 0; d < x.ndim(); ++d) {
       if (dims.empty() || d < dims.front())
         a.outer *= x.shape()[d];
@@ -67,7 +67,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
       else
         a.inner *= x.shape()[d];
     }
-    if (dims.empty()) a = {1, 1, 1};
+    if (dims.empty()) a = {.outer = 1, .n = 1, .inner = 1};
     Tensor out = empty(kept, x.dtype());
     visit_floating(x.dtype(), "sum", [&]<typename T>() { run_sum_middle<T>(x, a, scale, out); });
     return out;

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
+#include "core/parallel.h"
 #include "mixp/convert.h"
 #include "mixp/format.h"
 #include "tensor/tensor_impl.h"
@@ -124,7 +124,7 @@ void convert_elements(const Tensor& src, Tensor& dst) {
     // the memory bandwidth.
     const void* in = src.raw_data();
     void* out = dst.raw_data();
-    kernels::parallel_for(src.numel(), int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+    parallel_for(src.numel(), int64_t(1) << 16, [&](int64_t begin, int64_t end) {
       convert_range(in, src.dtype(), out, dst.dtype(), size_t(begin), size_t(end));
     });
     return;

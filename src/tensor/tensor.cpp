@@ -6,14 +6,33 @@
 #include <ostream>
 #include <sstream>
 
-#include "autograd/engine.h"
-#include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "tensor/autograd_hooks.h"
 #include "tensor/block_cache.h"
 #include "tensor/element.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp {
+
+namespace detail {
+namespace {
+AutogradHooks g_autograd_hooks;
+}  // namespace
+
+void install_autograd_hooks(const AutogradHooks& hooks) {
+  MIXP_ASSERT(hooks.record_view && hooks.record_slice && hooks.record_cast && hooks.run_backward &&
+              hooks.node_name);
+  g_autograd_hooks = hooks;
+}
+}  // namespace detail
+
+namespace {
+// Installed before main() by src/autograd/engine.cpp, which is always linked (CMakeLists.txt).
+const detail::AutogradHooks& autograd_hooks() {
+  MIXP_ASSERT(detail::g_autograd_hooks.run_backward != nullptr);
+  return detail::g_autograd_hooks;
+}
+}  // namespace
 
 const char* name_of(Device device) {
   switch (device) {
@@ -169,7 +188,7 @@ Tensor Tensor::view(const Shape& target) const {
   MIXP_CHECK(target.numel() == numel(), "reshape: cannot reshape ", shape().to_string(), " (",
              numel(), " elements) into ", target.to_string(), " (", target.numel(), " elements)");
   Tensor out = make_view(*this, target, checked().offset);
-  autograd::record_view(*this, out);
+  if (requires_grad()) autograd_hooks().record_view(*this, out);
   return out;
 }
 
@@ -182,7 +201,7 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   s[0] = end - begin;
   const int64_t row_elements = rows == 0 ? 0 : numel() / rows;
   Tensor out = make_view(*this, s, checked().offset + begin * row_elements);
-  autograd::record_slice(*this, out, begin);
+  if (requires_grad()) autograd_hooks().record_slice(*this, out, begin);
   return out;
 }
 
@@ -197,7 +216,7 @@ Tensor Tensor::to(DType target) const {
   Tensor out = empty(shape(), target,
                      tag() == MemoryTag::parameter ? MemoryTag::parameter : MemoryTag::activation);
   convert_elements(*this, out);
-  autograd::record_cast(*this, out);
+  if (requires_grad()) autograd_hooks().record_cast(*this, out);
   return out;
 }
 
@@ -210,7 +229,7 @@ Tensor Tensor::to(DType target, Philox& generator) const {
   PhiloxState next = generator.state();
   next.offset += uint64_t(numel());
   generator.set_state(next);
-  autograd::record_cast(*this, out);
+  if (requires_grad()) autograd_hooks().record_cast(*this, out);
   return out;
 }
 
@@ -240,7 +259,7 @@ Tensor& Tensor::set_requires_grad(bool requires_grad) {
   MIXP_CHECK(t.autograd.grad_fn == nullptr,
              "set_requires_grad: only leaf tensors can be marked; "
              "this one is the result of ",
-             t.autograd.grad_fn->name, " (use detach())");
+             autograd_hooks().node_name(*t.autograd.grad_fn), " (use detach())");
   MIXP_CHECK(!requires_grad || is_floating(t.dtype), "set_requires_grad: a ", name_of(t.dtype),
              " tensor cannot have gradients");
   t.autograd.requires_grad = requires_grad;
@@ -282,7 +301,7 @@ void Tensor::backward(const Tensor& gradient) const {
   }
   MIXP_CHECK(g.shape() == shape(), "backward: gradient shape ", g.shape().to_string(),
              " differs from the tensor's ", shape().to_string());
-  autograd::run_backward({*this}, {g});
+  autograd_hooks().run_backward({*this}, {g});
 }
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), checked().offset); }

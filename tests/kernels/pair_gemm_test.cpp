@@ -78,8 +78,10 @@ kernels::PairGemm product_of(const Problem& p, const Operands& o) {
   return g;
 }
 
-std::vector<float> run(kernels::PairGemmFn kernel, const Problem& p, const Operands& o,
-                       float start) {
+// ref::pair_gemm or avx512_bf16::pair_gemm.
+using PairGemmFn = void (*)(const kernels::PairGemm& g);
+
+std::vector<float> run(PairGemmFn kernel, const Problem& p, const Operands& o, float start) {
   std::vector<float> c(size_t(p.m * o.ldc), start);
   kernels::PairGemm g = product_of(p, o);
   g.c = c.data();
@@ -178,7 +180,7 @@ TEST(PairGemm, Bf16ResultsAreTheSumsAndBiasRoundedOnce) {
     const std::vector<double> want = expected(p, o, 0.0f);
     std::vector<float> bias(size_t(p.n));
     for (float& v : bias) v = float(int(rng.next_u32() % 9) - 4);
-    for (kernels::PairGemmFn kernel : {kernels::avx512_bf16::pair_gemm, kernels::ref::pair_gemm}) {
+    for (PairGemmFn kernel : {kernels::avx512_bf16::pair_gemm, kernels::ref::pair_gemm}) {
       std::vector<uint16_t> c(size_t(p.m * o.ldc), 0x7fc1);
       kernels::PairGemm g = product_of(p, o);
       g.c_bf16 = c.data();

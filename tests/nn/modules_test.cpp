@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mixp/amp/autocast.h"
@@ -41,15 +42,16 @@ TEST(Linear, HasPyTorchNamesShapesAndInit) {
   EXPECT_TRUE(fc.weight().is_leaf());
   EXPECT_EQ(fc.pretty_print(), "Linear(in_features=300, out_features=200, bias=True)");
 
-  Linear no_bias(LinearOptions(4, 3, /*bias=*/false));
+  Linear no_bias(LinearOptions(4, 3, /*bias=*/false), rng);
   expect_named_shapes(no_bias.named_parameters(), {{"weight", {3, 4}}});
   EXPECT_EQ(no_bias.forward(ones({2, 4})).shape(), Shape({2, 3}));
   EXPECT_THROW(no_bias.forward(ones({2, 5})), Error);
-  EXPECT_THROW(Linear(LinearOptions(0, 3)), Error);
+  EXPECT_THROW(Linear(LinearOptions(0, 3), rng), Error);
 }
 
 TEST(Linear, ForwardIsXWTransposedPlusB) {
-  Linear fc(LinearOptions(3, 2));
+  Philox rng;
+  Linear fc(LinearOptions(3, 2), rng);
   fc.weight().copy_(from_values({1, 2, 3, 4, 5, 6}, {2, 3}));
   fc.bias().copy_(from_values({0.5, -1}, {2}));
   const Tensor y = fc.forward(from_values({1, 1, 2}, {1, 3}));
@@ -72,7 +74,7 @@ TEST(Conv2d, HasPyTorchNamesShapesAndInit) {
   expect_uniform(g.weight(), 1.0 / std::sqrt(4.0 * 9.0));
   Conv2dOptions bad(8, 3, 3);
   bad.groups = 2;
-  EXPECT_THROW(Conv2d{bad}, Error);
+  EXPECT_THROW(Conv2d(bad, rng), Error);
   EXPECT_THROW(conv.forward(ones({2, 3, 5, 5})), Error);
 }
 
@@ -251,7 +253,8 @@ TEST(LSTM, SequenceFirstLayoutMatchesBatchFirst) {
 TEST(LSTM, OneStepIsTheGateEquations) {
   // One layer, one step, hidden 1: every gate by hand.
   LSTMOptions o(1, 1);
-  LSTM lstm(o);
+  Philox rng;
+  LSTM lstm(o, rng);
   auto params = lstm.named_parameters();
   params[0].second->copy_(from_values({0.5, -0.25, 1.0, 0.75}, {4, 1}));  // weight_ih: i f g o
   params[1].second->copy_(from_values({0, 0, 0, 0}, {4, 1}));
@@ -300,8 +303,31 @@ TEST(Transformer, AttentionIsCausal) {
   EXPECT_NE(y[5 * 8], z[5 * 8]);
 }
 
+// A layer with random initial values takes the generator they come from, always. Without one,
+// all such layers drew from Philox{seed 0}, so two built alike started equal.
+TEST(Module, RandomlyInitializedLayersRequireAGenerator) {
+  EXPECT_FALSE((std::is_constructible_v<Linear, const LinearOptions&>));
+  EXPECT_FALSE((std::is_constructible_v<Conv2d, const Conv2dOptions&>));
+  EXPECT_FALSE((std::is_constructible_v<Embedding, const EmbeddingOptions&>));
+  EXPECT_FALSE((std::is_constructible_v<LSTM, const LSTMOptions&>));
+  // Nor a temporary generator: the caller keeps the stream, and with it the next draws.
+  EXPECT_FALSE((std::is_constructible_v<Linear, const LinearOptions&, Philox>));
+  EXPECT_TRUE((std::is_constructible_v<Linear, const LinearOptions&, Philox&>));
+
+  Philox rng(PhiloxState{15});
+  Linear a(LinearOptions(4, 3), rng), b(LinearOptions(4, 3), rng);
+  EXPECT_NE(a.weight().to_vector(), b.weight().to_vector());
+  Conv2d c(Conv2dOptions(2, 3, 3), rng), d(Conv2dOptions(2, 3, 3), rng);
+  EXPECT_NE(c.weight().to_vector(), d.weight().to_vector());
+  Embedding e(EmbeddingOptions(5, 4), rng), f(EmbeddingOptions(5, 4), rng);
+  EXPECT_NE(e.weight().to_vector(), f.weight().to_vector());
+  LSTM g(LSTMOptions(2, 3), rng), h(LSTMOptions(2, 3), rng);
+  EXPECT_NE(g.parameters()[0].to_vector(), h.parameters()[0].to_vector());
+}
+
 TEST(Module, ReplaceParametersChecksCountAndShapes) {
-  Linear fc(LinearOptions(3, 2));
+  Philox rng;
+  Linear fc(LinearOptions(3, 2), rng);
   EXPECT_THROW(replace_parameters(fc, {zeros({2, 3})}), Error);
   EXPECT_THROW(replace_parameters(fc, {zeros({3, 2}), zeros({2})}), Error);
   const Tensor before = fc.weight();

@@ -94,7 +94,6 @@ class Collector {
  private:
   void record(const std::string& name, Role role, const Tensor& t, double divide_by);
 
-  nn::Module& model_;
   CollectorOptions options_;
   std::vector<std::string> names_;
   std::vector<nn::Module*> modules_;

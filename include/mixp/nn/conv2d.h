@@ -43,7 +43,8 @@ struct Conv2dOptions {
 
 class Conv2d : public UnaryModule {
  public:
-  explicit Conv2d(const Conv2dOptions& options);
+  /// Draws the initial values from `rng`, which advances. There is no constructor without a
+  /// generator: two layers built alike would start equal.
   Conv2d(const Conv2dOptions& options, Philox& rng);
 
   /// x [N, in_channels, H, W] -> [N, out_channels, OH, OW] (PyTorch's output sizes).

@@ -22,7 +22,8 @@ struct EmbeddingOptions {
 
 class Embedding : public UnaryModule {
  public:
-  explicit Embedding(const EmbeddingOptions& options);
+  /// Draws the initial values from `rng`, which advances. There is no constructor without a
+  /// generator: two layers built alike would start equal.
   Embedding(const EmbeddingOptions& options, Philox& rng);
 
   /// indices i64 of any shape, values in [0, V) -> [..., D] in the weight's dtype.

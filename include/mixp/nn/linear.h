@@ -25,7 +25,8 @@ struct LinearOptions {
 
 class Linear : public UnaryModule {
  public:
-  explicit Linear(const LinearOptions& options);
+  /// Draws the initial values from `rng`, which advances. There is no constructor without a
+  /// generator: two layers built alike would start equal.
   Linear(const LinearOptions& options, Philox& rng);
 
   /// x [..., in_features] -> [..., out_features].

@@ -38,7 +38,8 @@ struct LSTMOptions {
 
 class LSTM : public UnaryModule {
  public:
-  explicit LSTM(const LSTMOptions& options);
+  /// Draws the initial values from `rng`, which advances. There is no constructor without a
+  /// generator: two layers built alike would start equal.
   LSTM(const LSTMOptions& options, Philox& rng);
 
   /// x [B, T, input_size] (batch_first) or [T, B, input_size] -> the last layer's h_t for

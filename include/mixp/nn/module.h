@@ -6,9 +6,10 @@
 // Parameters are stored in the module and handed out as pointers, so that a precision preset's
 // low-precision copies can take their place (replace_parameters, below).
 //
-// Every layer takes an options struct with PyTorch's names and defaults, and the generator its
-// initial values are drawn from (mixp/random.h); the one-argument constructors draw from
-// Philox{seed 0}. UnaryModule is a module whose forward maps one tensor to one: what Sequential
+// Every layer takes an options struct with PyTorch's names and defaults, and a layer with
+// randomly initialized parameters (Linear, Conv2d, Embedding, LSTM) also takes the generator
+// they are drawn from (mixp/random.h), always: a default would give every layer built alike
+// the same values. UnaryModule is a module whose forward maps one tensor to one: what Sequential
 // holds and what Model is.
 //
 // Forward hooks (diagnostics, mixp/diag/collector.h): a layer with parameters of its own
@@ -20,7 +21,8 @@
 //
 // Example:
 //
-//   mixp::nn::Linear fc(mixp::nn::LinearOptions(784, 10));
+//   mixp::Philox rng({/*seed=*/0});
+//   mixp::nn::Linear fc(mixp::nn::LinearOptions(784, 10), rng);
 //   for (auto& [name, p] : fc.named_parameters()) std::cout << name << "\n";  // weight, bias
 //   fc.train(false);                    // evaluation mode, for dropout and batch norm
 //   mixp::Tensor y = fc.forward(x);

@@ -50,7 +50,7 @@ struct TailMasks {
 inline TailMasks tail_masks(size_t rest) {
   const __mmask16 lo = rest >= 16 ? __mmask16(0xffff) : __mmask16((1u << rest) - 1);
   const __mmask16 hi = rest > 16 ? __mmask16((1u << (rest - 16)) - 1) : __mmask16(0);
-  return {lo, hi, __mmask32(lo) | (__mmask32(hi) << 16)};
+  return {.lo = lo, .hi = hi, .all = __mmask32(lo) | (__mmask32(hi) << 16)};
 }
 
 // out[0, n) as bf16, 32 lanes at a time with only the tail masked; f(i, mask) gives the 16 fp32

@@ -132,13 +132,13 @@ std::shared_ptr<const Cached<PrimitiveDesc, Primitive>> cached(const ConvShape& 
                             ConvKeyHash>
       cache;
   constexpr size_t kMaxEntries = 256;
-  const ConvKey key{s, in};
+  const ConvKey key{.shape = s, .in = in};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (cache.size() >= kMaxEntries) cache.clear();
   PrimitiveDesc pd = make();
   auto entry = std::make_shared<const Cached<PrimitiveDesc, Primitive>>(
-      Cached<PrimitiveDesc, Primitive>{pd, Primitive(pd)});
+      Cached<PrimitiveDesc, Primitive>{.pd = pd, .primitive = Primitive(pd)});
   cache.emplace(key, entry);
   return entry;
 }
@@ -163,11 +163,16 @@ void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void
         s, in, [&] { return forward_pd(g, t, r); });
     const auto& pd = c->pd;
     run(c->primitive,
-        {DNNL_ARG_SRC, {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)}, pd.src_desc()},
-        {DNNL_ARG_WEIGHTS,
-         {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
-         pd.weights_desc()},
-        {DNNL_ARG_DST, {{g.dst, dt::f32, tag::nchw}, r.engine, y}, pd.dst_desc()}, r);
+        {.arg = DNNL_ARG_SRC,
+         .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
+         .want = pd.src_desc()},
+        {.arg = DNNL_ARG_WEIGHTS,
+         .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+         .want = pd.weights_desc()},
+        {.arg = DNNL_ARG_DST,
+         .user = {{g.dst, dt::f32, tag::nchw}, r.engine, y},
+         .want = pd.dst_desc()},
+        r);
   } catch (const dnnl::error& e) {
     fail("forward", e, s);
   }
@@ -192,13 +197,16 @@ void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, con
             });
     const auto& pd = c->pd;
     run(c->primitive,
-        {DNNL_ARG_DIFF_DST,
-         {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         pd.diff_dst_desc()},
-        {DNNL_ARG_WEIGHTS,
-         {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
-         pd.weights_desc()},
-        {DNNL_ARG_DIFF_SRC, {{g.src, dt::f32, tag::nchw}, r.engine, dx}, pd.diff_src_desc()}, r);
+        {.arg = DNNL_ARG_DIFF_DST,
+         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
+         .want = pd.diff_dst_desc()},
+        {.arg = DNNL_ARG_WEIGHTS,
+         .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+         .want = pd.weights_desc()},
+        {.arg = DNNL_ARG_DIFF_SRC,
+         .user = {{g.src, dt::f32, tag::nchw}, r.engine, dx},
+         .want = pd.diff_src_desc()},
+        r);
   } catch (const dnnl::error& e) {
     fail("backward-data", e, s);
   }
@@ -224,13 +232,15 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
     });
     const auto& pd = c->pd;
     run(c->primitive,
-        {DNNL_ARG_SRC, {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)}, pd.src_desc()},
-        {DNNL_ARG_DIFF_DST,
-         {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         pd.diff_dst_desc()},
-        {DNNL_ARG_DIFF_WEIGHTS,
-         {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
-         pd.diff_weights_desc()},
+        {.arg = DNNL_ARG_SRC,
+         .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
+         .want = pd.src_desc()},
+        {.arg = DNNL_ARG_DIFF_DST,
+         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
+         .want = pd.diff_dst_desc()},
+        {.arg = DNNL_ARG_DIFF_WEIGHTS,
+         .user = {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
+         .want = pd.diff_weights_desc()},
         r);
   } catch (const dnnl::error& e) {
     fail("backward-weights", e, s);

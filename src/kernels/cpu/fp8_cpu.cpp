@@ -11,7 +11,6 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/fp8.h"
 #include "kernels/gemm.h"
-#include "mixp/amp/fp8.h"
 #include "mixp/convert.h"
 #include "mixp/float_types.h"
 
@@ -91,7 +90,7 @@ Widened widen(const Fp8Operand& op, int64_t total_rows, int64_t k, int64_t k0, i
                    for (int64_t j = 0; j < width; ++j) row[size_t(j)] = table[src[j]];
                    if (op.kind == Fp8Operand::Kind::mx) {
                      for (int64_t j0 = 0; j0 < width; j0 += kMxBlock) {
-                       const float s = amp::e8m0_value(op.codes[r * nb + (k0 + j0) / kMxBlock]);
+                       const float s = e8m0_value(op.codes[r * nb + (k0 + j0) / kMxBlock]);
                        const int64_t j1 = std::min(width, j0 + kMxBlock);
                        for (int64_t j = j0; j < j1; ++j) row[size_t(j)] *= s;
                      }
@@ -142,7 +141,7 @@ void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8,
                      // span_amax is NaN with a NaN and infinite with an infinity: a NaN scale.
                      const float amax = span_amax(xr + j0, j1 - j0);
                      const uint8_t code =
-                         std::isfinite(amax) ? amp::mx_scale_code(amax, fp8) : uint8_t(0xFF);
+                         std::isfinite(amax) ? mx_scale_code(amax, fp8) : uint8_t(0xFF);
                      cr[b] = code;
                      const float inverse = code == 0xFF ? 1.0f : std::ldexp(1.0f, 127 - int(code));
                      for (int64_t j = j0; j < j1; ++j) scaled[size_t(j)] = xr[j] * inverse;
@@ -160,7 +159,7 @@ void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8,
 void fp8_quantize_blocks_fast(const float* x, int64_t batch, int64_t rows, int64_t cols,
                               int64_t block_rows, DType fp8, uint8_t* q, float* scale_inv) {
   const int64_t br = (rows + block_rows - 1) / block_rows, bc = (cols + kFp8Block - 1) / kFp8Block;
-  const float max = amp::fp8_max(fp8);
+  const float max = fp8_max(fp8);
   parallel_for(batch * br * bc, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t m = t / (br * bc), tr = t / bc % br, tc = t % bc;
@@ -169,7 +168,7 @@ void fp8_quantize_blocks_fast(const float* x, int64_t batch, int64_t rows, int64
       const float* xm = x + m * rows * cols;
       float amax = 0.0f;
       for (int64_t r = r0; r < r1; ++r) amax = combine(amax, span_amax(xm + r * cols + c0, len));
-      const float scale = amp::current_scale(amax, max);
+      const float scale = current_scale(amax, max);
       scale_inv[t] = 1.0f / scale;
       for (int64_t r = r0; r < r1; ++r) {
         encode_span(xm + r * cols + c0, len, fp8, scale, q + m * rows * cols + r * cols + c0);
@@ -186,7 +185,14 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
   if (a.kind != Fp8Operand::Kind::blocks) {
     const Widened wa = widen(a, batch * m, k, 0, k, use_bf16);
     const Widened wb = widen(b, batch * n, k, 0, k, use_bf16);
-    gemm_fast({batch, m, n, k, false, true, batch, batch}, in, wa.data(), wb.data(), c, DType::f32);
+    gemm_fast({.batch = batch,
+               .m = m,
+               .n = n,
+               .k = k,
+               .trans_b = true,
+               .batch_a = batch,
+               .batch_b = batch},
+              in, wa.data(), wb.data(), c, DType::f32);
     if (a.kind == Fp8Operand::Kind::per_tensor) {
       const float s = a.scale_inv * b.scale_inv;
       parallel_for(out, kGrain, [&](int64_t begin, int64_t end) {
@@ -205,8 +211,14 @@ void fp8_gemm_fast(int64_t batch, int64_t m, int64_t n, int64_t k, const Fp8Oper
     const int64_t k0 = chunk * kFp8Block, width = std::min(k, k0 + kFp8Block) - k0;
     const Widened wa = widen(a, batch * m, k, k0, width, use_bf16);
     const Widened wb = widen(b, batch * n, k, k0, width, use_bf16);
-    gemm_fast({batch, m, n, width, false, true, batch, batch}, in, wa.data(), wb.data(),
-              partial.data(), DType::f32);
+    gemm_fast({.batch = batch,
+               .m = m,
+               .n = n,
+               .k = width,
+               .trans_b = true,
+               .batch_a = batch,
+               .batch_b = batch},
+              in, wa.data(), wb.data(), partial.data(), DType::f32);
     parallel_for(batch * m, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t r = begin; r < end; ++r) {

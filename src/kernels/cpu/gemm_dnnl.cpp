@@ -82,8 +82,17 @@ struct CachedMatmul {
 std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16, bool bias,
                                                   bool bf16_out, const dnnl::engine& engine) {
   static PrimitiveCache<PrimitiveKey, CachedMatmul, PrimitiveKeyHash> cache;
-  const PrimitiveKey key{s.batch,   s.batch_a, s.batch_b, s.m,  s.n,     s.k,
-                         s.trans_a, s.trans_b, bf16,      bias, bf16_out};
+  const PrimitiveKey key{.batch = s.batch,
+                         .batch_a = s.batch_a,
+                         .batch_b = s.batch_b,
+                         .m = s.m,
+                         .n = s.n,
+                         .k = s.k,
+                         .trans_a = s.trans_a,
+                         .trans_b = s.trans_b,
+                         .bf16 = bf16,
+                         .bias = bias,
+                         .bf16_out = bf16_out};
   return cache.get(key, [&] {
     using dt = dnnl::memory::data_type;
     const dt in_type = bf16 ? dt::bf16 : dt::f32;

@@ -45,7 +45,7 @@ NormStats forward_row(const float* x, int64_t n, const float* w, const float* b,
     if (b != nullptr) o = _mm512_add_ps(o, _mm512_maskz_loadu_ps(m, b + i));
     store(i, m, o);
   });
-  return {mean, rstd};
+  return {.mean = mean, .rstd = rstd};
 }
 
 template <typename LoadGrad>

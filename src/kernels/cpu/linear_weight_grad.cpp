@@ -49,7 +49,7 @@ struct Range {
 // Part `part` of `parts` of [0, n), in whole units of `unit` but the last.
 Range share(int64_t n, int64_t unit, int part, int parts) {
   const int64_t units = (n + unit - 1) / unit, per = (units + parts - 1) / parts;
-  return {std::min(n, part * per * unit), std::min(n, (part + 1) * per * unit)};
+  return {.begin = std::min(n, part * per * unit), .end = std::min(n, (part + 1) * per * unit)};
 }
 
 }  // namespace
@@ -78,15 +78,15 @@ void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* 
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     const int parts = omp_get_num_threads(), part = omp_get_thread_num();
-    const Range o = split_out ? share(out, kRowTile, part, parts) : Range{0, out};
-    const Range i = split_out ? Range{0, in} : share(in, kColumnStrip, part, parts);
+    const Range o = split_out ? share(out, kRowTile, part, parts) : Range{.begin = 0, .end = out};
+    const Range i = split_out ? Range{.begin = 0, .end = in} : share(in, kColumnStrip, part, parts);
     // db's columns this thread sums: its own o, or else its share of them among the threads
     // that have columns of x (they all pack all of dy).
     int busy = parts;
     while (busy > 1 && share(in, kColumnStrip, busy - 1, parts).begin == in) --busy;
     const Range sum = split_out     ? o
                       : part < busy ? share(out, kLanes, part, busy)
-                                    : Range{out, out};
+                                    : Range{.begin = out, .end = out};
     const int64_t width = o.end - o.begin, strip = i.end - i.begin;
     const int64_t padded = round_up(strip, kLanes);
     uint16_t* a = packs + part * pack_elements(out);

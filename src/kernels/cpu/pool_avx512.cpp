@@ -24,15 +24,16 @@ static Pairs load_pairs(const float* at, __mmask16 lo, __mmask16 hi) {
   const __m512 a = _mm512_maskz_loadu_ps(lo, at), b = _mm512_maskz_loadu_ps(hi, at + 16);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  return {_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b)};
+  return {.left = _mm512_permutex2var_ps(a, even, b), .right = _mm512_permutex2var_ps(a, odd, b)};
 }
 
 // bf16 pairs are the two halves of a 32-bit lane: the left one the low half.
 static Pairs load_pairs(const uint16_t* at, __mmask16 lo, __mmask16 hi) {
   const __mmask32 mask = __mmask32(lo) | (__mmask32(hi) << 16);
   const __m512i v = _mm512_maskz_loadu_epi16(mask, at);
-  return {_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
-          _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))))};
+  return {
+      .left = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+      .right = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))))};
 }
 
 static void store_values(float* out, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(out, m, v); }
@@ -77,9 +78,9 @@ void max_pairs(const Pool2dShape& p, const T* x, T* y, int64_t* index) {
           const __mmask16 hi = n > 8 ? __mmask16((1u << (2 * (n - 8))) - 1) : __mmask16(0);
           // Start from each window's first element; offering it again changes nothing.
           const Pairs first = load_pairs(in + row_start * p.w + 2 * j, lo, hi);
-          Held held{
-              first.left,
-              _mm512_add_epi32(lane_column, _mm512_set1_epi32(int32_t(row_start * p.w + 2 * j)))};
+          Held held{.value = first.left,
+                    .index = _mm512_add_epi32(lane_column,
+                                              _mm512_set1_epi32(int32_t(row_start * p.w + 2 * j)))};
           for (int64_t h = row_start; h < row_end; ++h) {
             const Pairs v = load_pairs(in + h * p.w + 2 * j, lo, hi);
             const __m512i at =

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "kernels/fp8.h"
-#include "mixp/amp/fp8.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels {
@@ -52,7 +51,7 @@ void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType
         special = special || !std::isfinite(x[r * cols + j]);
         amax = amax_of(amax, x[r * cols + j]);
       }
-      const uint8_t code = special ? uint8_t(0xFF) : amp::mx_scale_code(amax, fp8);
+      const uint8_t code = special ? uint8_t(0xFF) : mx_scale_code(amax, fp8);
       codes[r * nb + b] = code;
       // A NaN scale makes the whole block NaN whatever its elements (the spec); they get the
       // canonical NaN code 0x7F, a NaN in both formats.
@@ -72,7 +71,7 @@ void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType
 void fp8_quantize_blocks_reference(const float* x, int64_t batch, int64_t rows, int64_t cols,
                                    int64_t block_rows, DType fp8, uint8_t* q, float* scale_inv) {
   const int64_t br = (rows + block_rows - 1) / block_rows, bc = (cols + kFp8Block - 1) / kFp8Block;
-  const float max = amp::fp8_max(fp8);
+  const float max = fp8_max(fp8);
   for (int64_t m = 0; m < batch; ++m) {
     const float* xm = x + m * rows * cols;
     uint8_t* qm = q + m * rows * cols;
@@ -83,7 +82,7 @@ void fp8_quantize_blocks_reference(const float* x, int64_t batch, int64_t rows, 
         float amax = 0.0f;
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t c = c0; c < c1; ++c) amax = amax_of(amax, xm[r * cols + c]);
-        const float scale = amp::current_scale(amax, max);
+        const float scale = current_scale(amax, max);
         scale_inv[(m * br + tr) * bc + tc] = 1.0f / scale;
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t c = c0; c < c1; ++c)
@@ -100,7 +99,7 @@ float fp8_operand_value(const Fp8Operand& op, int64_t rows, int64_t k, int64_t b
     case Fp8Operand::Kind::per_tensor: return v * op.scale_inv;
     case Fp8Operand::Kind::mx: {
       const int64_t nb = (k + kMxBlock - 1) / kMxBlock;
-      return v * amp::e8m0_value(op.codes[(batch_index * rows + row) * nb + p / kMxBlock]);
+      return v * e8m0_value(op.codes[(batch_index * rows + row) * nb + p / kMxBlock]);
     }
     case Fp8Operand::Kind::blocks: {
       const int64_t br = (rows + op.block_rows - 1) / op.block_rows;

@@ -20,7 +20,7 @@ NormStats forward_row(const float* x, int64_t n, const float* w, const float* b,
     if (b != nullptr) o += b[j];
     store(j, o);
   }
-  return {mean, rstd};
+  return {.mean = mean, .rstd = rstd};
 }
 
 template <typename Grad>

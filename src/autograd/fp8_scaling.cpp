@@ -1,10 +1,10 @@
 // The FP8 recipes of mixp/amp/fp8.h (pure functions), the scaled FP8 tensor and the tensor-level
-// quantize and GEMM. They sit with the kernels, not in amp/, because the ops below amp/ call
-// them; the public header stays with the rest of mixed precision, as Autocast's does.
+// quantize and GEMM. They sit with FP8 autocast's state (fp8_autocast.cpp), below the ops that
+// call them, rather than in amp/; the public header stays with the rest of mixed precision, as
+// Autocast's does. The scale rules that the quantization kernels apply too are theirs
+// (kernels/fp8_scales.cpp).
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
-#include <limits>
 
 #include "kernels/fp8.h"
 #include "mixp/amp/fp8.h"
@@ -30,23 +30,10 @@ DType fp8_dtype(Fp8Format format, Fp8Role role) {
   return format == Fp8Format::hybrid && role == Fp8Role::gradient ? DType::e5m2 : DType::e4m3;
 }
 
-float fp8_max(DType fp8) {
-  MIXP_CHECK(fp8 == DType::e4m3 || fp8 == DType::e5m2, "fp8_max: ", name_of(fp8),
-             " is not an fp8 dtype (e4m3, e5m2)");
-  return float(traits(fp8).max);
-}
+float fp8_max(DType fp8) { return kernels::fp8_max(fp8); }
 
 float scale_from_amax(float amax, float max, int margin, float previous) {
-  // amax 0: nothing to scale for (no data yet, or all zeros); non-finite: the amax says nothing
-  // about the finite values. Either way the previous scale is the best guess.
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous;
-  const float scale = std::ldexp(max / amax, -margin);
-  // A tiny amax (a subnormal) overflows the quotient; the largest finite scale keeps the
-  // tensor's values as large as fp32 allows. A huge margin can underflow it to 0: the smallest
-  // positive scale then.
-  if (std::isinf(scale)) return FLT_MAX;
-  if (scale == 0.0f) return std::numeric_limits<float>::denorm_min();
-  return scale;
+  return kernels::scale_from_amax(amax, max, margin, previous);
 }
 
 float history_amax(std::span<const float> history, AmaxAlgorithm algorithm) {
@@ -66,29 +53,14 @@ float delayed_scale(std::span<const float> history, AmaxAlgorithm algorithm, flo
 }
 
 float current_scale(float amax, float max, int margin) {
-  return scale_from_amax(amax, max, margin, 1.0f);
+  return kernels::current_scale(amax, max, margin);
 }
 
-int mx_emax(DType element) {
-  MIXP_CHECK(element == DType::e4m3 || element == DType::e5m2, "mx_emax: ", name_of(element),
-             " is not an MX element format here (e4m3, e5m2)");
-  return element == DType::e4m3 ? 8 : 15;
-}
+int mx_emax(DType element) { return kernels::mx_emax(element); }
 
-uint8_t mx_scale_code(float amax, DType element) {
-  const int emax = mx_emax(element);
-  if (!std::isfinite(amax)) return 0xFF;
-  const float a = std::fabs(amax);
-  if (a == 0.0f) return 0;  // the smallest scale; the block's elements are all zero
-  // floor(log2(a)) exactly, from the fp32 exponent (ilogb also handles subnormals).
-  const int shared = std::clamp(std::ilogb(a) - emax, -127, 127);
-  return uint8_t(shared + 127);
-}
+uint8_t mx_scale_code(float amax, DType element) { return kernels::mx_scale_code(amax, element); }
 
-float e8m0_value(uint8_t code) {
-  if (code == 0xFF) return std::numeric_limits<float>::quiet_NaN();
-  return std::ldexp(1.0f, int(code) - 127);
-}
+float e8m0_value(uint8_t code) { return kernels::e8m0_value(code); }
 
 namespace {
 
@@ -120,8 +92,8 @@ Dims3 dims_of(const Tensor& t, const char* what) {
   MIXP_CHECK(t.defined() && (t.ndim() == 2 || t.ndim() == 3), what,
              ": expected a 2-D or 3-D tensor, got ",
              t.defined() ? t.shape().to_string() : "an undefined tensor");
-  if (t.ndim() == 2) return {1, t.size(0), t.size(1)};
-  return {t.size(0), t.size(1), t.size(2)};
+  if (t.ndim() == 2) return {.batch = 1, .rows = t.size(0), .cols = t.size(1)};
+  return {.batch = t.size(0), .rows = t.size(1), .cols = t.size(2)};
 }
 
 }  // namespace

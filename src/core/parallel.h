@@ -1,0 +1,28 @@
+// Static work splitting over OpenMP threads. The split depends only on the size and the grain,
+// and every chunk's result is written by one thread, so results are identical for any thread
+// count as long as each chunk computes the same thing (reductions combine per-chunk partials in
+// chunk order). In core, below tensor/, whose conversions split their work the same way.
+#pragma once
+
+#include <cstdint>
+
+namespace mixp {
+
+/// Calls body(begin, end) over [0, n) in chunks of `grain` elements, in parallel.
+template <typename Body>
+void parallel_for(int64_t n, int64_t grain, Body body) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + grain - 1) / grain;
+  if (chunks == 1) {
+    body(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * grain;
+    const int64_t end = begin + grain < n ? begin + grain : n;
+    body(begin, end);
+  }
+}
+
+}  // namespace mixp
