@@ -61,6 +61,7 @@ class ImageSource : public DataSource {
   int64_t batches_per_epoch() const override { return train_.batches_per_epoch(); }
   std::optional<data::LoaderState> loader_state() const override { return train_.state(); }
   void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
+  int64_t batch_size() const override { return batch_; }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     data::ImageLoader test(data_->test, {.batch_size = std::max<int64_t>(batch_, 256),
                                          .shuffle = false,
@@ -88,6 +89,7 @@ class TextSource : public DataSource {
   int64_t batches_per_epoch() const override { return 0; }
   std::optional<data::LoaderState> loader_state() const override { return train_.state(); }
   void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
+  int64_t batch_size() const override { return batch_; }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     data::TextLoader val(
         text_->validation_tokens,
@@ -126,6 +128,7 @@ class RegressionSource : public DataSource {
   }
   std::optional<data::LoaderState> loader_state() const override { return state_; }
   void set_loader_state(const data::LoaderState& state) override { state_ = state; }
+  int64_t batch_size() const override { return std::min(batch_, data_->train_x.size(0)); }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
     visit({data_->test_x, data_->test_y});
   }
@@ -178,8 +181,8 @@ void check_fingerprint(const DataFingerprint& expected, const DataFingerprint& f
                  expected.vocabulary == found.vocabulary,
              "the data at ", found.path, " is not the data this run trained on: the run expects ",
              describe(expected),
-             expected.vocabulary == found.vocabulary ? "" : " and another vocabulary",
-             " (from ", expected.path, "), and found ", describe(found),
+             expected.vocabulary == found.vocabulary ? "" : " and another vocabulary", " (from ",
+             expected.path, "), and found ", describe(found),
              ". Resume with the run's own data (--data), or start a new run");
 }
 
@@ -266,7 +269,8 @@ Prepared prepare(RunConfig config) {
   p.options.model_name = config.model.name;
   if (config.fingerprint && p.data) check_fingerprint(*config.fingerprint, *p.data);
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
-  if (p.options.config.empty()) p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
+  if (p.options.config.empty())
+    p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
   return p;
 }
 
@@ -289,7 +293,9 @@ std::string default_data_path(const std::string& model_name) {
 
 namespace {
 
-nlohmann::json optional_json(const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json optional_json(const auto& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 nlohmann::json train_json(const TrainOptions& t) {
   const OptimizerConfig& o = t.optimizer;
@@ -335,7 +341,8 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   if (!t.at("lr").is_null()) c.lr = t.at("lr").get<double>();
   if (const auto o = t.find("optimizer"); o != t.end()) {
     c.optimizer.name = o->at("name").get<std::string>();
-    if (!o->at("weight_decay").is_null()) c.optimizer.weight_decay = o->at("weight_decay").get<double>();
+    if (!o->at("weight_decay").is_null())
+      c.optimizer.weight_decay = o->at("weight_decay").get<double>();
     if (!o->at("betas").is_null()) c.optimizer.betas = o->at("betas").get<std::array<double, 2>>();
     c.optimizer.eps = o->at("eps").get<double>();
     c.optimizer.momentum = o->at("momentum").get<double>();
@@ -343,7 +350,8 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   }
   if (const auto s = t.find("schedule"); s != t.end()) {
     c.schedule.name = s->at("name").get<std::string>();
-    if (!s->at("warmup_steps").is_null()) c.schedule.warmup_steps = s->at("warmup_steps").get<int64_t>();
+    if (!s->at("warmup_steps").is_null())
+      c.schedule.warmup_steps = s->at("warmup_steps").get<int64_t>();
     if (!s->at("min_lr").is_null()) c.schedule.min_lr = s->at("min_lr").get<double>();
   }
   if (const auto l = t.find("limits"); l != t.end()) {
@@ -368,19 +376,18 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
 
 std::string run_config_json(const RunConfig& c, const DataFingerprint* data) {
   const nn::ModelConfig& m = c.model;
-  nlohmann::json j = {
-      {"model",
-       {{"name", m.name},
-        {"layers", m.layers},
-        {"heads", m.heads},
-        {"width", m.width},
-        {"context", m.context},
-        {"dropout", m.dropout},
-        {"classes", m.classes}}},
-      {"data", c.data},
-      {"batch", c.batch},
-      {"train", train_json(c.train)},
-      {"mixp_version", version()}};
+  nlohmann::json j = {{"model",
+                       {{"name", m.name},
+                        {"layers", m.layers},
+                        {"heads", m.heads},
+                        {"width", m.width},
+                        {"context", m.context},
+                        {"dropout", m.dropout},
+                        {"classes", m.classes}}},
+                      {"data", c.data},
+                      {"batch", c.batch},
+                      {"train", train_json(c.train)},
+                      {"mixp_version", version()}};
   const DataFingerprint* f = data ? data : (c.fingerprint ? &*c.fingerprint : nullptr);
   if (f)
     j["data_fingerprint"] = {
@@ -404,10 +411,9 @@ RunConfig run_config_from_json(const std::string& text) {
     c.batch = j.at("batch").get<int64_t>();
     read_train_settings(j.at("train"), c.train);
     if (const auto f = j.find("data_fingerprint"); f != j.end())
-      c.fingerprint = DataFingerprint{f->at("path").get<std::string>(),
-                                      f->at("bytes").get<int64_t>(),
-                                      f->at("crc32").get<uint32_t>(),
-                                      f->at("vocabulary").get<std::string>()};
+      c.fingerprint =
+          DataFingerprint{f->at("path").get<std::string>(), f->at("bytes").get<int64_t>(),
+                          f->at("crc32").get<uint32_t>(), f->at("vocabulary").get<std::string>()};
   } catch (const nlohmann::json::exception& e) {
     MIXP_CHECK(false, "the run's configuration does not read: ", e.what());
   }

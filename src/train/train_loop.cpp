@@ -12,6 +12,7 @@
 #include "mixp/memory.h"
 #include "mixp/ops.h"
 #include "mixp/optim/clip_grad.h"
+#include "train/memory_estimate.h"
 #include "train/optimizer_setup.h"
 #include "train/report.h"
 #include "train/trainer_impl.h"
@@ -34,6 +35,8 @@ std::string number_text(double v) {
 }  // namespace
 
 TrainResult Trainer::run() {
+  model_.set_training(true);
+  check_memory();
   open_folder();
   if (o_.resume) resume();
   if (!o_.out_dir.empty()) {
@@ -88,6 +91,17 @@ TrainResult Trainer::run() {
   return r;
 }
 
+// Refuses a run whose peak would not fit, before anything is written.
+void Trainer::check_memory() {
+  const std::optional<MemoryEstimate> e = estimate_memory(model_, data_, preset_, params_);
+  if (!e) return;
+  const int64_t limit = o_.max_memory > 0 ? o_.max_memory : available_memory();
+  MIXP_CHECK(limit <= 0 || e->total() <= limit, "this run needs ", e->describe(),
+             ", more than the ", bytes_text(limit), " ",
+             o_.max_memory > 0 ? "of --max-memory" : "this machine has available",
+             ". Lower --batch, or train a smaller model");
+}
+
 // DESIGN.md's step on one batch: forward under the preset, backward of the scaled loss,
 // unscale, clip, and the update unless the scaler or on_nonfinite drops it.
 StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
@@ -108,13 +122,11 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
   if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
-  const double max_norm =
-      o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
+  const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
   const double norm = optim::clip_grad_norm(params_, max_norm);
   out.loss = loss.item();
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
-  const bool nonfinite =
-      !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
+  const bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
   if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, before);
   out.dropped = nonfinite;
   out.applied = !nonfinite;
@@ -148,8 +160,8 @@ void Trainer::stop_nonfinite(double loss, const Before& before) {
                              gradient.empty() ? std::string(" and every gradient is finite")
                                               : std::string(" and ") + gradient,
                              "; preset ", preset_.name,
-                             " has no loss scaling to skip such steps. Nothing was updated; ",
-                             kept, ". --on-nonfinite skip drops such batches instead"),
+                             " has no loss scaling to skip such steps. Nothing was updated; ", kept,
+                             ". --on-nonfinite skip drops such batches instead"),
               SourceLocation::current());
 }
 
@@ -233,8 +245,8 @@ void Trainer::diverged(const std::string& why) const {
   io::SafetensorsFile weights;
   for (const auto& [name, p] : named_params_) weights.tensors.emplace(name, p->detach());
   if (const auto bad = io::find_nonfinite(weights))
-    first += " The weight '" + bad->tensor + "' holds " + number_text(bad->value) +
-             " at element " + std::to_string(bad->element) + ".";
+    first += " The weight '" + bad->tensor + "' holds " + number_text(bad->value) + " at element " +
+             std::to_string(bad->element) + ".";
   const std::string kept = last_checkpoint_.empty()
                                ? " No checkpoint was written (--checkpoint-every)."
                                : " The last good checkpoint, " + last_checkpoint_ +
@@ -276,14 +288,16 @@ DType optimizer_state_dtype(const TrainOptions& o) {
 void validate_options(const TrainOptions& o) {
   (void)amp::preset(o.precision);
   (void)optimizer_state_dtype(o);
-  MIXP_CHECK(o.steps >= 0 && o.epochs >= 0, "steps and epochs must be >= 0, got ", o.steps,
-             " and ", o.epochs);
+  MIXP_CHECK(o.steps >= 0 && o.epochs >= 0, "steps and epochs must be >= 0, got ", o.steps, " and ",
+             o.epochs);
   MIXP_CHECK(o.log_interval >= 1, "the log interval must be >= 1, got ", o.log_interval);
   MIXP_CHECK(o.eval_interval >= 0, "the eval interval must be >= 0, got ", o.eval_interval);
   MIXP_CHECK(std::isfinite(o.clip_norm) && o.clip_norm >= 0,
              "the clip norm must be >= 0 (0: no clipping), got ", o.clip_norm);
   const double lr = o.lr.value_or(1e-3);
   MIXP_CHECK(std::isfinite(lr) && lr > 0, "the learning rate must be positive, got ", lr);
+  MIXP_CHECK(o.max_memory >= 0, "the memory limit must be >= 0 (0: what is available), got ",
+             o.max_memory);
   MIXP_CHECK(o.checkpoint_every >= 0, "the checkpoint interval must be >= 0, got ",
              o.checkpoint_every);
   MIXP_CHECK(o.keep_checkpoints >= 1, "the checkpoints kept must be >= 1, got ",
@@ -293,8 +307,8 @@ void validate_options(const TrainOptions& o) {
   const DivergenceLimits& l = o.limits;
   MIXP_CHECK(std::isfinite(l.min_loss_scale) && l.min_loss_scale >= 0,
              "the minimum loss scale must be >= 0 (0: no floor), got ", l.min_loss_scale);
-  MIXP_CHECK(l.max_skipped_in_a_row >= 0, "the steps skipped in a row must be >= 0 (0: no limit), got ",
-             l.max_skipped_in_a_row);
+  MIXP_CHECK(l.max_skipped_in_a_row >= 0,
+             "the steps skipped in a row must be >= 0 (0: no limit), got ", l.max_skipped_in_a_row);
   MIXP_CHECK(l.max_skipped_fraction >= 0 && l.max_skipped_fraction <= 1,
              "the skipped fraction must be in [0, 1] (1: no limit), got ", l.max_skipped_fraction);
   validate_optimizer_options(o);

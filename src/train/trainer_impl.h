@@ -51,6 +51,7 @@ class Trainer {
 
  private:
   void cast_parameters();
+  void check_memory();
   void open_folder();
   void resume();
   StateDict state_dict(const Before* before) const;

@@ -67,8 +67,9 @@ TEST_F(Cli, EveryOptimizerAndPresetFamilyResumesBitwise) {
 
 TEST_F(Cli, OptimizerAndScheduleFlagsReachTheRun) {
   const fs::path out = dir_ / "sgd";
-  const CliResult r = mixp(deep_mlp(out, "--steps 4 --optimizer sgd --momentum 0.5 --lr 0.1 "
-                                         "--schedule constant --clip-norm 0 --log-interval 1"));
+  const CliResult r = mixp(deep_mlp(out,
+                                    "--steps 4 --optimizer sgd --momentum 0.5 --lr 0.1 "
+                                    "--schedule constant --clip-norm 0 --log-interval 1"));
   ASSERT_EQ(r.status, 0) << r.err;
   const json config = read_json(out / "summary.json")["config"]["train"];
   EXPECT_EQ(config["optimizer"]["momentum"], 0.5);
@@ -76,12 +77,14 @@ TEST_F(Cli, OptimizerAndScheduleFlagsReachTheRun) {
   EXPECT_EQ(config["clip_norm"], 0.0);
   std::istringstream metrics(slurp(out / "metrics.jsonl"));
   int lines = 0;
-  for (std::string line; std::getline(metrics, line); ++lines) EXPECT_EQ(json::parse(line)["lr"], 0.1);
+  for (std::string line; std::getline(metrics, line); ++lines)
+    EXPECT_EQ(json::parse(line)["lr"], 0.1);
   EXPECT_EQ(lines, 4);
   // Settings that do not fit the optimizer or schedule are refused before anything is written.
-  for (const std::string bad : {"--optimizer adam --momentum 0.9", "--optimizer sgd --betas 0.9,0.99",
-                                "--schedule constant --warmup-steps 5", "--clip-norm -1",
-                                "--optimizer lion", "--nesterov --optimizer sgd"}) {
+  for (const std::string bad :
+       {"--optimizer adam --momentum 0.9", "--optimizer sgd --betas 0.9,0.99",
+        "--schedule constant --warmup-steps 5", "--clip-norm -1", "--optimizer lion",
+        "--nesterov --optimizer sgd"}) {
     SCOPED_TRACE(bad);
     const fs::path never = dir_ / "never";
     const CliResult e = mixp(deep_mlp(never, "--steps 2 " + bad));
@@ -141,13 +144,14 @@ TEST_F(Cli, ASecondProcessIsRefusedNamingTheFirst) {
   std::ofstream(text) << repeated_text(40000);
   const std::string args = "train --model gpt --data '" + text.string() +
                            "' --steps 100000 --layers 1 --heads 2 --width 16 --context 16 "
-                           "--threads 1 --checkpoint-every 20 --out '" + out.string() + "'";
+                           "--threads 1 --checkpoint-every 20 --out '" +
+                           out.string() + "'";
   const pid_t pid = spawn(args);
   ASSERT_GT(pid, 0);
   for (int i = 0; i < 30000 && io::list_checkpoints(out.string()).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  for (const std::string& second : {args, "train --resume '" + out.string() + "'",
-                                   args + " --overwrite"}) {
+  for (const std::string& second :
+       {args, "train --resume '" + out.string() + "'", args + " --overwrite"}) {
     const CliResult r = mixp(second);
     EXPECT_EQ(r.status, 2) << second;
     EXPECT_NE(r.err.find("is in use by process " + std::to_string(pid)), std::string::npos)
@@ -171,7 +175,8 @@ TEST_F(Cli, SighupStopsWithACheckpointAndASecondSignalExitsAtOnce) {
   auto args = [&](const fs::path& out) {
     return "train --model gpt --data '" + text.string() +
            "' --steps 100000 --layers 2 --heads 4 --width 256 --context 128 --threads 1 "
-           "--checkpoint-every 2 --out '" + out.string() + "'";
+           "--checkpoint-every 2 --out '" +
+           out.string() + "'";
   };
   auto wait_for_checkpoint = [](const fs::path& dir) {
     for (int i = 0; i < 30000 && io::list_checkpoints(dir.string()).empty(); ++i)
@@ -204,9 +209,8 @@ TEST_F(Cli, ADivergingFp16RunExitsTwoNamingTheOverflowAndKeepsNoModel) {
   for (const std::string precision : {"fp16", "amp-fp16"}) {
     SCOPED_TRACE(precision);
     const fs::path out = dir_ / precision;
-    const CliResult r =
-        mixp(deep_mlp(out, "--precision " + precision +
-                               " --lr 1000 --steps 300 --checkpoint-every 5"));
+    const CliResult r = mixp(
+        deep_mlp(out, "--precision " + precision + " --lr 1000 --steps 300 --checkpoint-every 5"));
     EXPECT_EQ(r.status, 2) << r.out;
     EXPECT_NE(r.err.find("the run diverged at step"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("the gradient of '"), std::string::npos) << r.err;
@@ -223,9 +227,9 @@ TEST_F(Cli, ADivergingFp16RunExitsTwoNamingTheOverflowAndKeepsNoModel) {
 }
 
 TEST_F(Cli, OutOfRangeNumbersAreRefusedNotCoerced) {
-  for (const std::string bad : {"--seed -1", "--seed 18446744073709551616", "--seed 1.5",
-                                "--steps 99999999999999999999", "--steps -3", "--batch -1",
-                                "--min-loss-scale -1", "--max-skipped-fraction 2"}) {
+  for (const std::string bad :
+       {"--seed -1", "--seed 18446744073709551616", "--seed 1.5", "--steps 99999999999999999999",
+        "--steps -3", "--batch -1", "--min-loss-scale -1", "--max-skipped-fraction 2"}) {
     SCOPED_TRACE(bad);
     const fs::path out = dir_ / "never";
     const CliResult r = mixp(deep_mlp(out, bad));
@@ -235,6 +239,23 @@ TEST_F(Cli, OutOfRangeNumbersAreRefusedNotCoerced) {
   }
 }
 
+TEST_F(Cli, ARunThatWouldNotFitIsRefusedBeforeItStarts) {
+  const fs::path text = dir_ / "corpus.txt", out = dir_ / "huge";
+  std::ofstream(text) << repeated_text(80000);
+  const std::string gpt = "train --model gpt --data '" + text.string() +
+                          "' --steps 2 --layers 1 --heads 2 --width 16 --context 16 --out '" +
+                          out.string() + "' ";
+  CliResult r = mixp(gpt + "--batch 4000 --max-memory 8M");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("this run needs about"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("for a step of 4000 samples"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("8.0 MiB of --max-memory"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  r = mixp(gpt + "--batch 4 --max-memory 8M");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(mixp(gpt + "--max-memory 8X").status, 2);
+}
+
 TEST_F(Cli, FinishedRunsDescribeThemselves) {
   const CliResult v = mixp("--version");
   ASSERT_EQ(v.status, 0);
@@ -242,9 +263,11 @@ TEST_F(Cli, FinishedRunsDescribeThemselves) {
   const std::string version = v.out.substr(5, v.out.find('\n') - 5);
   const fs::path text = dir_ / "corpus.txt", out = dir_ / "gpt";
   std::ofstream(text) << repeated_text(8000);
-  const CliResult r = mixp("train --model gpt --data corpus.txt --steps 3 --layers 1 --heads 2 "
-                           "--width 16 --context 16 --seed 7 --out '" + out.string() + "'",
-                           "", dir_);
+  const CliResult r = mixp(
+      "train --model gpt --data corpus.txt --steps 3 --layers 1 --heads 2 "
+      "--width 16 --context 16 --seed 7 --out '" +
+          out.string() + "'",
+      "", dir_);
   ASSERT_EQ(r.status, 0) << r.err;
   const json summary = read_json(out / "summary.json");
   EXPECT_EQ(summary["mixp_version"], version);
@@ -264,9 +287,10 @@ TEST_F(Cli, ResumeChecksTheDataAndFindsItFromAnotherFolder) {
   const fs::path text = dir_ / "corpus.txt", out = dir_ / "gpt", elsewhere = dir_ / "elsewhere";
   std::ofstream(text) << repeated_text(8000);
   fs::create_directories(elsewhere);
-  const std::string args = "train --model gpt --data corpus.txt --steps 6 --layers 1 --heads 2 "
-                           "--width 16 --context 16 --threads 1 --checkpoint-every 3 --out '" +
-                           out.string() + "'";
+  const std::string args =
+      "train --model gpt --data corpus.txt --steps 6 --layers 1 --heads 2 "
+      "--width 16 --context 16 --threads 1 --checkpoint-every 3 --out '" +
+      out.string() + "'";
   ASSERT_EQ(mixp(args, "", dir_).status, 0);
   fs::remove(out / io::checkpoint_file_name(6));
   CliResult r = mixp("train --resume '" + out.string() + "'", "", elsewhere);
@@ -297,8 +321,10 @@ TEST_F(Cli, VersionOneCheckpointsStillResumeBitwise) {
 
 TEST_F(Cli, CompareRecordsAFailedPrecisionAndFinishesTheOthers) {
   const fs::path out = dir_ / "compare";
-  const std::string args = "compare --model deep-mlp --precisions fp32,fp16 --lr 1000 "
-                           "--steps 30 --threads 1 --out '" + out.string() + "'";
+  const std::string args =
+      "compare --model deep-mlp --precisions fp32,fp16 --lr 1000 "
+      "--steps 30 --threads 1 --out '" +
+      out.string() + "'";
   CliResult r = mixp(args);
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("fp32       FAILED: the run diverged"), std::string::npos) << r.out;
@@ -317,8 +343,10 @@ TEST_F(Cli, CompareRecordsAFailedPrecisionAndFinishesTheOthers) {
   doc = read_json(out / "compare.json");
   EXPECT_EQ(doc["runs"][1]["run_id"], json::parse(finished)["run_id"]);
   // compare takes the run flags; a second compare into the folder is refused.
-  r = mixp("compare --model deep-mlp --precisions fp32 --steps 4 --checkpoint-every 2 "
-           "--on-nonfinite skip --threads 1 --out '" + (dir_ / "flags").string() + "'");
+  r = mixp(
+      "compare --model deep-mlp --precisions fp32 --steps 4 --checkpoint-every 2 "
+      "--on-nonfinite skip --threads 1 --out '" +
+      (dir_ / "flags").string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(io::list_checkpoints((dir_ / "flags" / "fp32").string()).empty());
   EXPECT_EQ(mixp(args).status, 2);

@@ -52,7 +52,7 @@ struct TrainCommandOptions {
   int64_t batch = 0;  ///< 0: the model's default
   std::optional<double> lr;
   std::string seed = "0";  ///< parsed by run_config(): a negative or too large seed is refused
-  int threads = 0;  ///< 0: mixp's default
+  int threads = 0;         ///< 0: mixp's default
   std::string out;  ///< empty: runs/<model>-<precision> (train), runs/compare-<model> (compare)
   int64_t eval_interval = 0;
   int64_t log_interval = 10;
@@ -74,6 +74,7 @@ struct TrainCommandOptions {
   double min_loss_scale = 0x1p-14;
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
+  std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
   double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
   int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():

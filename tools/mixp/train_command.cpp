@@ -1,22 +1,21 @@
 // mixp train: one model under one precision preset, into a run folder.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
-#include <cstring>
-#include <unistd.h>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <sstream>
 
-
 #include "commands.h"
-#include "signals.h"
 #include "mixp/error.h"
 #include "mixp/train/progress.h"
 #include "mixp/train/run.h"
+#include "signals.h"
 
 namespace mixp::cli {
 namespace {
@@ -29,14 +28,17 @@ void add_optimizer_flags(CLI::App& command, TrainCommandOptions& o) {
   command.add_option("--weight-decay", o.weight_decay,
                      "adamw: decoupled (default 0.01; language models 0.1 on matrices only); "
                      "sgd and adam: L2 penalty (default 0)");
-  command.add_option("--betas", o.betas, "adam and adamw: two values, e.g. --betas 0.9,0.95 "
-                     "(default 0.9,0.999; language models 0.9,0.99)")
+  command
+      .add_option("--betas", o.betas,
+                  "adam and adamw: two values, e.g. --betas 0.9,0.95 "
+                  "(default 0.9,0.999; language models 0.9,0.99)")
       ->expected(2)
       ->delimiter(',');
   command.add_option("--eps", o.eps, "adam and adamw (default 1e-8)");
-  command.add_option("--schedule", o.schedule,
-                     "constant, cosine or warmup-cosine (default: cosine for images, "
-                     "warmup-cosine for text)")
+  command
+      .add_option("--schedule", o.schedule,
+                  "constant, cosine or warmup-cosine (default: cosine for images, "
+                  "warmup-cosine for text)")
       ->check(CLI::IsMember({"constant", "cosine", "warmup-cosine"}));
   command.add_option("--warmup-steps", o.warmup_steps,
                      "warmup-cosine: steps of linear warmup (default min(100, steps/10))");
@@ -51,11 +53,12 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option("--checkpoint-every", o.checkpoint_every,
                      "steps between checkpoints in the run folder (default: none; the newest 2 "
                      "are kept; SIGINT, SIGTERM or SIGHUP also writes one and exits 0)");
-  command.add_option("--on-nonfinite", o.on_nonfinite,
-                     "without loss scaling (fp32, amp-bf16, bf16, bf16-sr), a NaN or infinite "
-                     "loss or gradient: stop (default: exit 2 naming the step, after a "
-                     "checkpoint of the last good state with --checkpoint-every) or skip the "
-                     "batch")
+  command
+      .add_option("--on-nonfinite", o.on_nonfinite,
+                  "without loss scaling (fp32, amp-bf16, bf16, bf16-sr), a NaN or infinite "
+                  "loss or gradient: stop (default: exit 2 naming the step, after a "
+                  "checkpoint of the last good state with --checkpoint-every) or skip the "
+                  "batch")
       ->check(CLI::IsMember({"stop", "skip"}));
   command.add_option("--min-loss-scale", o.min_loss_scale,
                      "the run has diverged when the loss scale falls below this (default "
@@ -66,6 +69,9 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option("--max-skipped-fraction", o.max_skipped_fraction,
                      "--on-nonfinite skip: the run has diverged when more than this fraction "
                      "of its steps were dropped (default 0.05; 1: no limit)");
+  command.add_option("--max-memory", o.max_memory,
+                     "refuse a run whose measured peak memory exceeds this many bytes, with K, "
+                     "M, G or T for powers of 1024 (default: the memory this machine has free)");
   command.add_flag("--overwrite", o.overwrite,
                    "start even if the folder holds another run's files: delete them first");
   if (compare) {
@@ -79,6 +85,23 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "the run's settings; of the other flags only --checkpoint-every, "
                      "--eval-interval, --log-interval, --threads and --on-nonfinite may "
                      "differ from them");
+}
+
+// "512M", "8G", "1073741824": bytes; 0 for an empty text.
+int64_t parse_bytes(const std::string& text) {
+  if (text.empty()) return 0;
+  double number = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, number);
+  const std::string unit(at, end);
+  const size_t index = unit.size() == 1 ? std::string("KMGT").find(unit) : std::string::npos;
+  MIXP_CHECK(ec == std::errc() && number > 0 && (unit.empty() || index != std::string::npos),
+             "--max-memory must be a positive number of bytes, with K, M, G or T, got '", text,
+             "'");
+  const size_t power = unit.empty() ? 0 : index + 1;
+  const double bytes = number * std::pow(1024.0, double(power));
+  MIXP_CHECK(bytes < 9.2e18, "--max-memory ", text, " is too large");
+  return int64_t(bytes);
 }
 
 // An integer that fits its flag's variable (int64, or int for the shape flags and --threads).
@@ -190,10 +213,10 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   add_optimizer_flags(command, o);
   add_run_flags(command, o, compare);
   // CLI11 saturates an integer out of range (to 2^63 - 1 steps); these refuse it instead.
-  for (const char* name : {"--epochs", "--steps", "--batch", "--threads", "--eval-interval",
-                           "--log-interval", "--layers", "--heads", "--width", "--context",
-                           "--underflow-check-every", "--checkpoint-every", "--warmup-steps",
-                           "--max-skipped-in-a-row"})
+  for (const char* name :
+       {"--epochs", "--steps", "--batch", "--threads", "--eval-interval", "--log-interval",
+        "--layers", "--heads", "--width", "--context", "--underflow-check-every",
+        "--checkpoint-every", "--warmup-steps", "--max-skipped-in-a-row"})
     command.get_option(name)->check(integer_in_range());
 }
 
@@ -246,6 +269,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
              o.checkpoint_every);
   c.train.checkpoint_every = o.checkpoint_every;
   c.train.overwrite = o.overwrite;
+  c.train.max_memory = parse_bytes(o.max_memory);
   check_optimizer_flags(o);
   c.train.optimizer = {.name = o.optimizer,
                        .weight_decay = o.weight_decay,
@@ -342,6 +366,7 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   apply("--threads", c.train.threads, fresh.train.threads,
         " (the sums split over other threads: the rest of the run may differ in the last bits "
         "from an uninterrupted one)");
+  c.train.max_memory = fresh.train.max_memory;  // this machine's limit, not the run's
   apply("--min-loss-scale", c.train.limits.min_loss_scale, fresh.train.limits.min_loss_scale, "");
   apply("--max-skipped-in-a-row", c.train.limits.max_skipped_in_a_row,
         fresh.train.limits.max_skipped_in_a_row, "");

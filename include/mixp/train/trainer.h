@@ -28,6 +28,11 @@
 //                    first tensor whose gradient overflowed; no checkpoint is written of the
 //                    diverged state, and the last one written stays. A run never writes a
 //                    model.safetensors that holds a NaN or an infinity.
+//   resources        before the first step, train() measures a forward and backward pass of one
+//                    and of two samples, extrapolates the peak memory to the batch size
+//                    (DataSource::batch_size), adds what is allocated (parameters, optimizer
+//                    state, data), and refuses a run whose estimate exceeds max_memory or the
+//                    memory available, with both figures.
 //   progress         nothing is printed: TrainOptions::observer receives the start, every step,
 //                    every evaluation and every note (mixp/train/progress.h prints them).
 //
@@ -134,6 +139,9 @@ class DataSource {
   /// be checkpointed; train() then refuses checkpoint_every and resume.
   virtual std::optional<data::LoaderState> loader_state() const { return std::nullopt; }
   virtual void set_loader_state(const data::LoaderState& /*state*/) {}
+  /// Samples per training batch; 0 (the default) when unknown, which skips train()'s estimate
+  /// of the run's peak memory.
+  virtual int64_t batch_size() const { return 0; }
 
   /// loader_state() as "rng", "epoch" and "position"; throws mixp::Error for data that cannot
   /// be checkpointed.
@@ -163,12 +171,12 @@ struct StepHooks {
 
 /// The optimizer of a run (see the header comment for the defaults an unset value takes).
 struct OptimizerConfig {
-  std::string name = "adamw";                 ///< sgd, adam or adamw
-  std::optional<double> weight_decay{};       ///< >= 0
+  std::string name = "adamw";                    ///< sgd, adam or adamw
+  std::optional<double> weight_decay{};          ///< >= 0
   std::optional<std::array<double, 2>> betas{};  ///< adam and adamw
-  double eps = 1e-8;                          ///< adam and adamw
-  double momentum = 0.0;                      ///< sgd
-  bool nesterov = false;                      ///< sgd, with momentum
+  double eps = 1e-8;                             ///< adam and adamw
+  double momentum = 0.0;                         ///< sgd
+  bool nesterov = false;                         ///< sgd, with momentum
 };
 
 /// The learning-rate schedule of a run (mixp/optim/lr_schedule.h).
@@ -181,8 +189,8 @@ struct ScheduleConfig {
 /// When a run counts as diverged (see the header comment). Each check is off at its extreme
 /// value (0, or a fraction of 1).
 struct DivergenceLimits {
-  double min_loss_scale = 0x1p-14;   ///< fp16's smallest normal number
-  int64_t max_skipped_in_a_row = 25;  ///< steps skipped in a row, by the scaler or on_nonfinite
+  double min_loss_scale = 0x1p-14;     ///< fp16's smallest normal number
+  int64_t max_skipped_in_a_row = 25;   ///< steps skipped in a row, by the scaler or on_nonfinite
   double max_skipped_fraction = 0.05;  ///< batches on_nonfinite = skip dropped, of all steps
 };
 
@@ -235,17 +243,20 @@ struct TrainOptions {
   std::optional<double> lr{};  ///< default 1e-3
   OptimizerConfig optimizer{};
   ScheduleConfig schedule{};
-  uint64_t seed = 0;           ///< the optimizer's stochastic rounding stream
-  int threads = 0;             ///< > 0: mixp::set_num_threads(threads)
-  std::string out_dir{};       ///< the run folder; empty: write nothing
-  bool overwrite = false;      ///< a new run may replace another run's files in out_dir
-  int64_t eval_interval = 0;   ///< steps between evaluations; 0: the default above
-  int64_t log_interval = 10;   ///< steps per metrics line
-  double clip_norm = 1.0;      ///< the total gradient norm; 0: no clipping
+  uint64_t seed = 0;       ///< the optimizer's stochastic rounding stream
+  int threads = 0;         ///< > 0: mixp::set_num_threads(threads)
+  std::string out_dir{};   ///< the run folder; empty: write nothing
+  bool overwrite = false;  ///< a new run may replace another run's files in out_dir
+  /// Bytes the run may use at its peak; 0: what the system has available. train() measures
+  /// the peak before the first step (see Resources) and refuses a run that would exceed it.
+  int64_t max_memory = 0;
+  int64_t eval_interval = 0;          ///< steps between evaluations; 0: the default above
+  int64_t log_interval = 10;          ///< steps per metrics line
+  double clip_norm = 1.0;             ///< the total gradient norm; 0: no clipping
   TrainObserver* observer = nullptr;  ///< progress and notes; nullptr: silent
-  int64_t checkpoint_every = 0;  ///< > 0: a checkpoint in out_dir every this many steps
-  int keep_checkpoints = 2;      ///< the newest checkpoints kept, >= 1
-  bool resume = false;           ///< continue from out_dir's newest valid checkpoint
+  int64_t checkpoint_every = 0;       ///< > 0: a checkpoint in out_dir every this many steps
+  int keep_checkpoints = 2;           ///< the newest checkpoints kept, >= 1
+  bool resume = false;                ///< continue from out_dir's newest valid checkpoint
   /// The run's whole configuration as a JSON object (run.h: the RunConfig): stored in run.json,
   /// checkpoints, summary.json and model.safetensors's metadata. Empty: the trainer's own
   /// options.
@@ -280,7 +291,7 @@ struct TrainResult {
   std::string model_name, precision;
   std::string optimizer_state;  ///< the moments' dtype: "f32" or "bf16"
   std::string run_id;
-  std::string config;           ///< TrainOptions::config, or the trainer's own options
+  std::string config;  ///< TrainOptions::config, or the trainer's own options
   nn::Task task = nn::Task::classification;
   int64_t steps = 0;
   int64_t epochs = 0;  ///< completed
