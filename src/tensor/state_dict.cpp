@@ -77,8 +77,8 @@ const Tensor& StateDict::tensor(const std::string& key, const Tensor& like) cons
 const Tensor& StateDict::tensor(const std::string& key, DType dtype, const Shape& shape) const {
   const Tensor& t = tensor(key);
   MIXP_CHECK(t.dtype() == dtype && t.shape() == shape, "saved tensor '", key, "' is ",
-             name_of(t.dtype()), " ", t.shape().to_string(), ", this run has ", name_of(dtype),
-             " ", shape.to_string());
+             name_of(t.dtype()), " ", t.shape().to_string(), ", this run has ", name_of(dtype), " ",
+             shape.to_string());
   return t;
 }
 

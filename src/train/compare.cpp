@@ -133,12 +133,11 @@ CompareRow run_precision(const std::function<RunInputs()>& make, const std::stri
       o.overwrite = !o.resume;  // compare's own unfinished folder, with nothing to resume
     }
     RunInputs inputs = make();
-    MIXP_CHECK(inputs.model && inputs.data, "the inputs of '", precision,
-               "' lack a model or data");
+    MIXP_CHECK(inputs.model && inputs.data, "the inputs of '", precision, "' lack a model or data");
     row.result = train(*inputs.model, *inputs.data, o);
     if (row.result.stopped)
-      row.error = "stopped at step " + std::to_string(row.result.steps) +
-                  "; continue with --resume";
+      row.error =
+          "stopped at step " + std::to_string(row.result.steps) + "; continue with --resume";
   } catch (const Error& e) {
     row.error = e.message();
   }
@@ -158,7 +157,8 @@ CompareResult compare(const std::function<RunInputs()>& make,
     std::string used;
     if (std::filesystem::exists(options.out_dir + "/compare.json")) used = "compare.json";
     for (const std::string& p : precisions)
-      if (!run_files(options.out_dir + "/" + p).empty()) used += (used.empty() ? "" : ", ") + p + "/";
+      if (!run_files(options.out_dir + "/" + p).empty())
+        used += (used.empty() ? "" : ", ") + p + "/";
     MIXP_CHECK(used.empty(), "the folder ", options.out_dir, " holds an earlier compare (", used,
                "); continue it with --resume, choose another --out, or give --overwrite to "
                "replace it");

@@ -162,6 +162,88 @@ std::string file_name_of(const std::string& layer) {
   return s;
 }
 
+// The probe: the same weights in fp32, the same batch, fp32 forward and backward, unscaled.
+std::vector<diag::LayerRecord> probe_in_fp32(TrainModel& model, nn::Module& module,
+                                             const data::Batch& batch,
+                                             const diag::CollectorOptions& collect) {
+  std::vector<Tensor> originals, probe_values;
+  for (const auto& [name, p] : module.named_parameters()) {
+    originals.push_back(*p);
+    probe_values.push_back(
+        (p->dtype() == DType::f32 ? p->clone(MemoryTag::parameter) : p->detach().to(DType::f32))
+            .detach()
+            .set_requires_grad(true));
+  }
+  nn::replace_parameters(module, probe_values);
+  std::vector<diag::LayerRecord> probe_records;
+  try {
+    diag::Collector probe(module, collect);
+    probe.begin_step(0, 1.0);
+    task_loss(model.forward(batch.x), batch.y, model.task()).backward();
+    probe.end_step();
+    probe_records = probe.records();
+  } catch (...) {
+    nn::replace_parameters(module, originals);
+    throw;
+  }
+  nn::replace_parameters(module, originals);
+  return probe_records;
+}
+
+// Each layer's numbers from the probe and the observed steps, and the whole model's.
+void summarize_layers(InspectResult& result, const std::vector<std::string>& layers,
+                      const std::vector<diag::LayerRecord>& probe_records,
+                      const std::vector<diag::FormatQuery>& queries,
+                      const InspectOptions& options) {
+  LayerInspection all;
+  all.layer = "all";
+  bool first = true;
+  std::vector<diag::LayerNumerics> numerics;
+  for (const std::string& layer : layers) {
+    LayerInspection l;
+    l.layer = layer;
+    l.activations = merged(probe_records, layer, Role::activation, 0, queries);
+    l.activation_gradients = merged(probe_records, layer, Role::activation_gradient, 0, queries);
+    l.weights = merged(probe_records, layer, Role::weight, 0, queries);
+    l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0, queries);
+    fill_numbers(l, result.loss_scale, options.keep);
+    fill_observed(l, result.records, false);
+    numerics.push_back({l.layer, l.activations, l.activation_gradients, l.weights});
+    if (first) {
+      all.activations = l.activations;
+      all.activation_gradients = l.activation_gradients;
+      all.weights = l.weights;
+      all.weight_gradients = l.weight_gradients;
+      first = false;
+    } else {
+      all.activations.merge(l.activations);
+      all.activation_gradients.merge(l.activation_gradients);
+      all.weights.merge(l.weights);
+      all.weight_gradients.merge(l.weight_gradients);
+    }
+    result.layers.push_back(std::move(l));
+  }
+  fill_numbers(all, result.loss_scale, options.keep);
+  fill_observed(all, result.records, true);
+  result.model = std::move(all);
+  result.advice = diag::advise(numerics, result.loss_scale, options.advisor);
+}
+
+void write_inspect_files(const InspectResult& result, const std::string& out_dir) {
+  std::filesystem::create_directories(out_dir + "/layers");
+  io::write_file_atomically(out_dir + "/inspect.json", inspect_json(result));
+  const std::string what = result.train.model_name + " (" + result.train.precision + ")";
+  diag::write_log2_histogram(
+      out_dir + "/activation_gradients.svg",
+      histogram_of(result.model.activation_gradients,
+                   "activation gradients of every layer: " + what, result.loss_scale));
+  for (const LayerInspection& l : result.layers)
+    diag::write_log2_histogram(
+        out_dir + "/layers/" + file_name_of(l.layer) + ".svg",
+        histogram_of(l.activation_gradients, "activation gradients of " + l.layer + ": " + what,
+                     result.loss_scale));
+}
+
 }  // namespace
 
 InspectResult run_inspect(const InspectOptions& options) {
@@ -234,77 +316,10 @@ InspectResult run_inspect(const InspectOptions& options) {
     for (const diag::LayerRecord& r : observe.records()) result.records.push_back(r);
   }
 
-  // The probe: the same weights in fp32, the same batch, fp32 forward and backward, unscaled.
-  std::vector<Tensor> originals, probe_values;
-  for (const auto& [name, p] : module->named_parameters()) {
-    originals.push_back(*p);
-    probe_values.push_back(
-        (p->dtype() == DType::f32 ? p->clone(MemoryTag::parameter) : p->detach().to(DType::f32))
-            .detach()
-            .set_requires_grad(true));
-  }
-  nn::replace_parameters(*module, probe_values);
-  std::vector<diag::LayerRecord> probe_records;
-  try {
-    diag::Collector probe(*module, collect);
-    probe.begin_step(0, 1.0);
-    task_loss(model.forward(batch->x), batch->y, model.task()).backward();
-    probe.end_step();
-    probe_records = probe.records();
-  } catch (...) {
-    nn::replace_parameters(*module, originals);
-    throw;
-  }
-  nn::replace_parameters(*module, originals);
-
-  LayerInspection all;
-  all.layer = "all";
-  bool first = true;
-  std::vector<diag::LayerNumerics> numerics;
-  for (const std::string& layer : layers) {
-    LayerInspection l;
-    l.layer = layer;
-    l.activations = merged(probe_records, layer, Role::activation, 0, collect.queries);
-    l.activation_gradients =
-        merged(probe_records, layer, Role::activation_gradient, 0, collect.queries);
-    l.weights = merged(probe_records, layer, Role::weight, 0, collect.queries);
-    l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0, collect.queries);
-    fill_numbers(l, result.loss_scale, options.keep);
-    fill_observed(l, result.records, false);
-    numerics.push_back({l.layer, l.activations, l.activation_gradients, l.weights});
-    if (first) {
-      all.activations = l.activations;
-      all.activation_gradients = l.activation_gradients;
-      all.weights = l.weights;
-      all.weight_gradients = l.weight_gradients;
-      first = false;
-    } else {
-      all.activations.merge(l.activations);
-      all.activation_gradients.merge(l.activation_gradients);
-      all.weights.merge(l.weights);
-      all.weight_gradients.merge(l.weight_gradients);
-    }
-    result.layers.push_back(std::move(l));
-  }
-  fill_numbers(all, result.loss_scale, options.keep);
-  fill_observed(all, result.records, true);
-  result.model = std::move(all);
-  result.advice = diag::advise(numerics, result.loss_scale, options.advisor);
-
-  if (!options.out_dir.empty()) {
-    std::filesystem::create_directories(options.out_dir + "/layers");
-    io::write_file_atomically(options.out_dir + "/inspect.json", inspect_json(result));
-    const std::string what = result.train.model_name + " (" + result.train.precision + ")";
-    diag::write_log2_histogram(
-        options.out_dir + "/activation_gradients.svg",
-        histogram_of(result.model.activation_gradients,
-                     "activation gradients of every layer: " + what, result.loss_scale));
-    for (const LayerInspection& l : result.layers)
-      diag::write_log2_histogram(
-          options.out_dir + "/layers/" + file_name_of(l.layer) + ".svg",
-          histogram_of(l.activation_gradients, "activation gradients of " + l.layer + ": " + what,
-                       result.loss_scale));
-  }
+  const std::vector<diag::LayerRecord> probe_records =
+      probe_in_fp32(model, *module, *batch, collect);
+  summarize_layers(result, layers, probe_records, collect.queries, options);
+  if (!options.out_dir.empty()) write_inspect_files(result, options.out_dir);
   return result;
 }
 

@@ -27,31 +27,31 @@ std::unique_ptr<optim::Optimizer> make_one(std::vector<Tensor> params, const Tra
   const double lr = o.lr.value_or(1e-3);
   const OptimizerConfig& c = o.optimizer;
   if (c.name == "sgd")
-    return std::make_unique<optim::Sgd>(
-        std::move(params), optim::SgdOptions{.lr = lr,
-                                             .momentum = c.momentum,
-                                             .weight_decay = g.weight_decay,
-                                             .nesterov = c.nesterov,
-                                             .precision = preset.optimizer_precision,
-                                             .rounding = g.rounding});
+    return std::make_unique<optim::Sgd>(std::move(params),
+                                        optim::SgdOptions{.lr = lr,
+                                                          .momentum = c.momentum,
+                                                          .weight_decay = g.weight_decay,
+                                                          .nesterov = c.nesterov,
+                                                          .precision = preset.optimizer_precision,
+                                                          .rounding = g.rounding});
   const DType state_dtype = optimizer_state_dtype(o);
   if (c.name == "adam")
-    return std::make_unique<optim::Adam>(
-        std::move(params), optim::AdamOptions{.lr = lr,
-                                              .betas = g.betas,
-                                              .eps = c.eps,
-                                              .weight_decay = g.weight_decay,
-                                              .precision = preset.optimizer_precision,
-                                              .rounding = g.rounding,
-                                              .state_dtype = state_dtype});
-  return std::make_unique<optim::AdamW>(
-      std::move(params), optim::AdamWOptions{.lr = lr,
-                                             .betas = g.betas,
-                                             .eps = c.eps,
-                                             .weight_decay = g.weight_decay,
-                                             .precision = preset.optimizer_precision,
-                                             .rounding = g.rounding,
-                                             .state_dtype = state_dtype});
+    return std::make_unique<optim::Adam>(std::move(params),
+                                         optim::AdamOptions{.lr = lr,
+                                                            .betas = g.betas,
+                                                            .eps = c.eps,
+                                                            .weight_decay = g.weight_decay,
+                                                            .precision = preset.optimizer_precision,
+                                                            .rounding = g.rounding,
+                                                            .state_dtype = state_dtype});
+  return std::make_unique<optim::AdamW>(std::move(params),
+                                        optim::AdamWOptions{.lr = lr,
+                                                            .betas = g.betas,
+                                                            .eps = c.eps,
+                                                            .weight_decay = g.weight_decay,
+                                                            .precision = preset.optimizer_precision,
+                                                            .rounding = g.rounding,
+                                                            .state_dtype = state_dtype});
 }
 
 }  // namespace
@@ -76,27 +76,27 @@ void validate_optimizer_options(const TrainOptions& o) {
   MIXP_CHECK(!sgd || o.optimizer_state.empty() || o.optimizer_state == "f32",
              "sgd keeps fp32 momentum; the optimizer state dtype applies to adam and adamw");
   const ScheduleConfig& s = o.schedule;
-  MIXP_CHECK(s.name.empty() || s.name == "constant" || s.name == "cosine" ||
-                 s.name == "warmup-cosine",
-             "unknown schedule '", s.name, "' (constant, cosine or warmup-cosine)");
+  MIXP_CHECK(
+      s.name.empty() || s.name == "constant" || s.name == "cosine" || s.name == "warmup-cosine",
+      "unknown schedule '", s.name, "' (constant, cosine or warmup-cosine)");
   MIXP_CHECK(!s.warmup_steps || s.name == "warmup-cosine" || s.name.empty(),
              "the warmup steps apply to the warmup-cosine schedule, not ", s.name);
   MIXP_CHECK(!s.warmup_steps || *s.warmup_steps >= 0, "the warmup steps must be >= 0, got ",
              s.warmup_steps.value_or(0));
-  MIXP_CHECK(!s.min_lr || s.name != "constant", "the minimum learning rate applies to the cosine "
+  MIXP_CHECK(!s.min_lr || s.name != "constant",
+             "the minimum learning rate applies to the cosine "
              "schedules, not constant");
   const double lr = o.lr.value_or(1e-3);
   MIXP_CHECK(!s.min_lr || (*s.min_lr >= 0 && *s.min_lr <= lr),
              "the minimum learning rate must be in [0, lr = ", lr, "], got ", s.min_lr.value_or(0));
 }
 
-std::vector<OptimizerGroup> make_optimizers(const std::vector<std::pair<std::string, Tensor>>& params,
-                                            const TrainOptions& o, const amp::Preset& preset,
-                                            bool lm) {
+std::vector<OptimizerGroup> make_optimizers(
+    const std::vector<std::pair<std::string, Tensor>>& params, const TrainOptions& o,
+    const amp::Preset& preset, bool lm) {
   const bool adamw = o.optimizer.name == "adamw";
-  const std::array<double, 2> betas =
-      o.optimizer.betas.value_or(lm ? std::array<double, 2>{0.9, 0.99}
-                                    : std::array<double, 2>{0.9, 0.999});
+  const std::array<double, 2> betas = o.optimizer.betas.value_or(
+      lm ? std::array<double, 2>{0.9, 0.99} : std::array<double, 2>{0.9, 0.999});
   const double decay = o.optimizer.weight_decay.value_or(adamw ? (lm ? 0.1 : 0.01) : 0.0);
   std::vector<OptimizerGroup> groups;
   auto add = [&](const std::vector<std::pair<std::string, Tensor>>& members, double wd) {
@@ -128,16 +128,14 @@ std::unique_ptr<optim::LrSchedule> make_schedule(const TrainOptions& o, bool lm,
                            : lm                     ? "warmup-cosine"
                                                     : "cosine";
   if (name == "constant") return std::make_unique<optim::ConstantLr>(lr);
-  const int64_t warmup = name == "cosine" ? 0
-                                          : o.schedule.warmup_steps.value_or(
-                                                std::min<int64_t>(100, total / 10));
-  MIXP_CHECK(warmup <= total, "the warmup steps (", warmup, ") exceed the run's ", total,
-             " steps");
-  return std::make_unique<optim::WarmupCosineLr>(optim::WarmupCosineOptions{
-      .peak_lr = lr,
-      .min_lr = o.schedule.min_lr.value_or(lm ? lr / 10 : lr / 100),
-      .warmup_steps = warmup,
-      .total_steps = total});
+  const int64_t warmup =
+      name == "cosine" ? 0 : o.schedule.warmup_steps.value_or(std::min<int64_t>(100, total / 10));
+  MIXP_CHECK(warmup <= total, "the warmup steps (", warmup, ") exceed the run's ", total, " steps");
+  return std::make_unique<optim::WarmupCosineLr>(
+      optim::WarmupCosineOptions{.peak_lr = lr,
+                                 .min_lr = o.schedule.min_lr.value_or(lm ? lr / 10 : lr / 100),
+                                 .warmup_steps = warmup,
+                                 .total_steps = total});
 }
 
 }  // namespace mixp::train

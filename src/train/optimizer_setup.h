@@ -20,9 +20,9 @@ struct OptimizerGroup {
 
 /// Language models: a decayed group of the matrices and an undecayed one of the vectors.
 /// Classifiers and regression: one group. `params` are the preset's copies, named.
-std::vector<OptimizerGroup> make_optimizers(const std::vector<std::pair<std::string, Tensor>>& params,
-                                            const TrainOptions& options, const amp::Preset& preset,
-                                            bool language_model);
+std::vector<OptimizerGroup> make_optimizers(
+    const std::vector<std::pair<std::string, Tensor>>& params, const TrainOptions& options,
+    const amp::Preset& preset, bool language_model);
 
 /// The schedule of options.schedule over `total` steps.
 std::unique_ptr<optim::LrSchedule> make_schedule(const TrainOptions& options, bool language_model,

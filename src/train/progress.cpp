@@ -50,8 +50,8 @@ void ProgressPrinter::line(const std::string& text) {
 
 void ProgressPrinter::on_start(const std::string& model, const std::string& precision,
                                int64_t total_steps, int64_t first_step) {
-  std::string text = "train " + model + " (" + precision + "): " + std::to_string(total_steps) +
-                     " steps";
+  std::string text =
+      "train " + model + " (" + precision + "): " + std::to_string(total_steps) + " steps";
   if (first_step > 0) text += ", resumed at step " + std::to_string(first_step);
   line(text);
 }
@@ -70,8 +70,8 @@ void ProgressPrinter::on_step(int64_t step, int64_t total, double loss, double s
     std::fflush(out_);
     drawn_ = true;
   } else if (metrics) {
-    std::fprintf(out_, "step %lld/%lld loss %.4f samples/s %.1f scale %g eta %s\n",
-                 (long long)step, (long long)total, metrics->loss, samples_per_s, scale,
+    std::fprintf(out_, "step %lld/%lld loss %.4f samples/s %.1f scale %g eta %s\n", (long long)step,
+                 (long long)total, metrics->loss, samples_per_s, scale,
                  duration_text(eta_s).c_str());
     std::fflush(out_);
   }

@@ -113,26 +113,26 @@ json config_object(const TrainOptions& o) {
     return j;
   }
   const OptimizerConfig& c = o.optimizer;
-  return {{"model", o.model_name},
-          {"precision", o.precision},
-          {"optimizer_state", name_of(optimizer_state_dtype(o))},
-          {"epochs", o.epochs},
-          {"steps", o.steps},
-          {"lr", o.lr ? json(*o.lr) : json(nullptr)},
-          {"optimizer",
-           {{"name", c.name},
-            {"weight_decay", c.weight_decay ? json(*c.weight_decay) : json(nullptr)},
-            {"betas", c.betas ? json(*c.betas) : json(nullptr)},
-            {"eps", c.eps},
-            {"momentum", c.momentum},
-            {"nesterov", c.nesterov}}},
-          {"schedule",
-           {{"name", o.schedule.name},
-            {"warmup_steps",
-             o.schedule.warmup_steps ? json(*o.schedule.warmup_steps) : json(nullptr)},
-            {"min_lr", o.schedule.min_lr ? json(*o.schedule.min_lr) : json(nullptr)}}},
-          {"clip_norm", o.clip_norm},
-          {"seed", o.seed}};
+  return {
+      {"model", o.model_name},
+      {"precision", o.precision},
+      {"optimizer_state", name_of(optimizer_state_dtype(o))},
+      {"epochs", o.epochs},
+      {"steps", o.steps},
+      {"lr", o.lr ? json(*o.lr) : json(nullptr)},
+      {"optimizer",
+       {{"name", c.name},
+        {"weight_decay", c.weight_decay ? json(*c.weight_decay) : json(nullptr)},
+        {"betas", c.betas ? json(*c.betas) : json(nullptr)},
+        {"eps", c.eps},
+        {"momentum", c.momentum},
+        {"nesterov", c.nesterov}}},
+      {"schedule",
+       {{"name", o.schedule.name},
+        {"warmup_steps", o.schedule.warmup_steps ? json(*o.schedule.warmup_steps) : json(nullptr)},
+        {"min_lr", o.schedule.min_lr ? json(*o.schedule.min_lr) : json(nullptr)}}},
+      {"clip_norm", o.clip_norm},
+      {"seed", o.seed}};
 }
 
 void write_finished_run(const std::string& out_dir, TrainModel& model, const TrainResult& r) {

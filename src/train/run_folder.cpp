@@ -57,8 +57,8 @@ std::vector<std::string> run_files(const std::string& dir) {
 std::string new_run_id() {
   std::random_device entropy;
   const uint64_t now = uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  const uint64_t id = (uint64_t(entropy()) << 32 ^ uint64_t(entropy())) ^ now ^
-                      (uint64_t(::getpid()) << 48);
+  const uint64_t id =
+      (uint64_t(entropy()) << 32 ^ uint64_t(entropy())) ^ now ^ (uint64_t(::getpid()) << 48);
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)id);
   return buf;

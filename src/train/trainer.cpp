@@ -29,7 +29,7 @@
 namespace mixp::train {
 
 EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset,
-                           amp::Fp8State* fp8, int64_t step) {
+                     amp::Fp8State* fp8, int64_t step) {
   model.set_training(false);
   double loss_sum = 0.0;
   int64_t count = 0, correct = 0;
@@ -81,7 +81,6 @@ std::string first_nonfinite_gradient(const std::vector<std::pair<std::string, Te
   return "";
 }
 
-
 namespace {
 
 double median(std::vector<double> v) {
@@ -114,9 +113,9 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
       task_(model.task()),
       per_epoch_(data.batches_per_epoch()),
       total_(total_steps(o, per_epoch_)),
-      eval_every_(o.eval_interval > 0                          ? o.eval_interval
+      eval_every_(o.eval_interval > 0                 ? o.eval_interval
                   : task_ == nn::Task::language_model ? std::max<int64_t>(1, total_ / 5)
-                                                                : 0),
+                                                      : 0),
       observer_(o.observer ? *o.observer : no_observer_),
       scaler_(preset_.make_scaler(scaler_options(o))) {
   MIXP_CHECK(o.steps > 0 || (o.epochs > 0 && per_epoch_ > 0),
@@ -131,7 +130,8 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
   cast_parameters();
   memory::reset_peaks();
   std::vector<std::pair<std::string, Tensor>> named;
-  for (size_t i = 0; i < params_.size(); ++i) named.emplace_back(named_params_[i].first, params_[i]);
+  for (size_t i = 0; i < params_.size(); ++i)
+    named.emplace_back(named_params_[i].first, params_[i]);
   optimizers_ = make_optimizers(named, o, preset_, task_ == nn::Task::language_model);
   schedule_ = make_schedule(o, task_ == nn::Task::language_model, total_);
 }
@@ -164,9 +164,8 @@ void Trainer::open_folder() {
     return;
   }
   run_id_ = new_run_id();
-  const nlohmann::json run = {{"run_id", run_id_},
-                              {"mixp_version", version()},
-                              {"config", nlohmann::json::parse(config_)}};
+  const nlohmann::json run = {
+      {"run_id", run_id_}, {"mixp_version", version()}, {"config", nlohmann::json::parse(config_)}};
   io::write_file_atomically(o_.out_dir + "/run.json", run.dump(2) + "\n");
 }
 
@@ -196,8 +195,7 @@ void Trainer::check_run_settings(const StateDict& trainer) const {
              preset_.name);
   const std::string moments = trainer.get_text("optimizer_state");
   MIXP_CHECK(moments == name_of(state_dtype_), "it was written with ", moments,
-             " optimizer moments, this run keeps ", name_of(state_dtype_),
-             " (--optimizer-state)");
+             " optimizer moments, this run keeps ", name_of(state_dtype_), " (--optimizer-state)");
   const int64_t total = trainer.get_int("total_steps");
   MIXP_CHECK(total == total_, "it is of a run of ", total, " steps, not ", total_);
   const int64_t step = trainer.get_int("step");
@@ -238,8 +236,7 @@ void Trainer::resume() {
         check_run_settings(state->part("trainer"));
       },
       [&](const std::string& why) { observer_.on_note(why); });
-  MIXP_CHECK(c.has_value(), "no usable checkpoint of this run in ", o_.out_dir,
-             " to resume from");
+  MIXP_CHECK(c.has_value(), "no usable checkpoint of this run in ", o_.out_dir, " to resume from");
   try {
     load_state_dict(*state);
   } catch (const Error& e) {

@@ -35,8 +35,7 @@ class Cli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // Runs `mixp ARGS < input` in `cwd` (the test's own when empty), with input given as text.
-  CliResult mixp(const std::string& args, const std::string& input = "",
-                 const fs::path& cwd = {}) {
+  CliResult mixp(const std::string& args, const std::string& input = "", const fs::path& cwd = {}) {
     const fs::path in = dir_ / "stdin", out = dir_ / "stdout", err = dir_ / "stderr";
     std::ofstream(in, std::ios::binary) << input;
     std::string command = std::string("'") + MIXP_CLI_PATH + "' " + args + " < '" + in.string() +

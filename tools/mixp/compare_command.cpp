@@ -33,8 +33,10 @@ int run_compare_command(const TrainCommandOptions& o, std::FILE* out) {
   std::fprintf(out, "wrote %s/compare.json and %s/compare.svg\n", c.train.out_dir.c_str(),
                c.train.out_dir.c_str());
   if (r.stopped) {
-    std::fprintf(out, "stopped by signal %d; continue with mixp compare --resume and the same "
-                 "flags\n", stop_signal());
+    std::fprintf(out,
+                 "stopped by signal %d; continue with mixp compare --resume and the same "
+                 "flags\n",
+                 stop_signal());
     return 0;
   }
   int failed = 0;

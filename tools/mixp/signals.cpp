@@ -26,9 +26,9 @@ extern "C" void on_stop_signal(int signal) {
     return;
   }
   g_stop_signal = signal;
-  say(signal == SIGINT    ? "\nmixp: interrupted (SIGINT)"
-      : signal == SIGHUP  ? "\nmixp: hangup (SIGHUP)"
-                          : "\nmixp: terminated (SIGTERM)");
+  say(signal == SIGINT   ? "\nmixp: interrupted (SIGINT)"
+      : signal == SIGHUP ? "\nmixp: hangup (SIGHUP)"
+                         : "\nmixp: terminated (SIGTERM)");
   say(": finishing this step, writing a checkpoint, then exiting; signal again to exit now\n");
 }
 

@@ -23,7 +23,8 @@
 //
 //   mixp::io::write_checkpoint("runs/gpt", 1200, run_id, state, {{"config", config}}, /*keep=*/2);
 //   auto c = mixp::io::read_newest_checkpoint("runs/gpt", run_id, validate,
-//                                             [](const std::string& why) { std::puts(why.c_str()); });
+//                                             [](const std::string& why) { std::puts(why.c_str());
+//                                             });
 #pragma once
 
 #include <cstdint>
@@ -65,9 +66,9 @@ struct Checkpoint {
   int64_t step = 0;
   std::string path;
   int version = 0;
-  std::string run_id;        ///< "" for version 1
-  SafetensorsFile file;      ///< every tensor and the metadata, as read
-  StateDict state;           ///< version 2: the tensors and the "state" values
+  std::string run_id;    ///< "" for version 1
+  SafetensorsFile file;  ///< every tensor and the metadata, as read
+  StateDict state;       ///< version 2: the tensors and the "state" values
 };
 
 /// Reads and verifies the checkpoint at `path`: its format, its version (not newer than

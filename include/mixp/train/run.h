@@ -53,7 +53,6 @@ struct RunConfig {
   std::optional<DataFingerprint> fingerprint{};
 };
 
-
 /// The task of a built-in model name; throws mixp::Error listing the names otherwise.
 nn::Task task_of(const std::string& model_name);
 /// The data a run of `model_name` reads when RunConfig::data is empty ("" for deep-mlp, whose
