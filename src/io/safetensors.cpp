@@ -148,7 +148,7 @@ std::optional<NonFiniteElement> find_nonfinite(const SafetensorsFile& file) {
       case DType::i64:
       case DType::u8: break;
     }
-    if (at) return NonFiniteElement{name, at->first, at->second};
+    if (at) return NonFiniteElement{.tensor = name, .element = at->first, .value = at->second};
   }
   return std::nullopt;
 }

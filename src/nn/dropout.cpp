@@ -8,7 +8,8 @@ namespace mixp::nn {
 Dropout::Dropout(const DropoutOptions& options, std::shared_ptr<Philox> generator)
     : options_(options), generator_(std::move(generator)) {
   MIXP_CHECK(options.p >= 0 && options.p < 1, "Dropout: p must be in [0, 1), got ", options.p);
-  if (!generator_) generator_ = std::make_shared<Philox>(PhiloxState{.seed = 0, .stream = 1});
+  MIXP_CHECK(generator_ != nullptr,
+             "Dropout: a generator is required, shared with the model that owns the module");
 }
 
 Tensor Dropout::forward(const Tensor& x) {

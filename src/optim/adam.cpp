@@ -36,9 +36,18 @@ void AdamFamily::update(const std::array<double, 2>& betas, double eps, double w
       const PhiloxState state_rng = exp_avg_[i].dtype() == DType::bf16
                                         ? take_rounding_words(uint64_t(s.param.numel()))
                                         : PhiloxState{};
-      fused.push_back({s, exp_avg_[i], exp_avg_sq_[i], state_rng,
-                       kernels::AdamConstants{c.step_size, c.bc2_sqrt, c.b1, c.beta2, c.b2, c.e,
-                                              c.l2, c.shrink}});
+      fused.push_back({.s = s,
+                       .exp_avg = exp_avg_[i],
+                       .exp_avg_sq = exp_avg_sq_[i],
+                       .state_rng = state_rng,
+                       .k = {.step_size = c.step_size,
+                             .bc2_sqrt = c.bc2_sqrt,
+                             .b1 = c.b1,
+                             .beta2 = c.beta2,
+                             .b2 = c.b2,
+                             .eps = c.e,
+                             .l2 = c.l2,
+                             .shrink = c.shrink}});
     }
     bump_version(i);
   }

@@ -63,7 +63,9 @@ double StateDict::get_real(const std::string& key) const {
   return value;
 }
 PhiloxState StateDict::get_philox(const std::string& key) const {
-  return {get_uint(key + ".seed"), get_uint(key + ".stream"), get_uint(key + ".offset")};
+  return {.seed = get_uint(key + ".seed"),
+          .stream = get_uint(key + ".stream"),
+          .offset = get_uint(key + ".offset")};
 }
 
 const Tensor& StateDict::tensor(const std::string& key) const {

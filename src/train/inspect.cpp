@@ -208,7 +208,10 @@ void summarize_layers(InspectResult& result, const std::vector<std::string>& lay
     l.weight_gradients = merged(probe_records, layer, Role::weight_gradient, 0, queries);
     fill_numbers(l, result.loss_scale, options.keep);
     fill_observed(l, result.records, false);
-    numerics.push_back({l.layer, l.activations, l.activation_gradients, l.weights});
+    numerics.push_back({.layer = l.layer,
+                        .activations = l.activations,
+                        .activation_gradients = l.activation_gradients,
+                        .weights = l.weights});
     if (first) {
       all.activations = l.activations;
       all.activation_gradients = l.activation_gradients;
@@ -266,7 +269,8 @@ InspectResult run_inspect(const InspectOptions& options) {
   MIXP_CHECK(module != nullptr, "inspect: the model has no modules to hook");
 
   diag::CollectorOptions collect{.every = 1};
-  for (const Format& f : options.extra_formats) collect.queries.push_back({f, 1.0, f.name()});
+  for (const Format& f : options.extra_formats)
+    collect.queries.push_back({.format = f, .scale = 1.0, .label = f.name()});
   diag::CollectorOptions every = collect;
   every.every = options.every;
 

@@ -24,8 +24,9 @@ json metadata_json(const io::Checkpoint& c, const std::string& key) {
 }
 
 void set_philox(StateDict& s, const std::string& key, const json& j) {
-  s.set_philox(key, {j.at("seed").get<uint64_t>(), j.at("stream").get<uint64_t>(),
-                     j.at("offset").get<uint64_t>()});
+  s.set_philox(key, {.seed = j.at("seed").get<uint64_t>(),
+                     .stream = j.at("stream").get<uint64_t>(),
+                     .offset = j.at("offset").get<uint64_t>()});
 }
 
 // "optim/<k>/<i>/<what>" -> "optimizer.<k>/<what>/<i>"; other names keep their place.

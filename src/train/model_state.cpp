@@ -37,8 +37,9 @@ StateDict DataSource::state_dict() const {
 }
 
 void DataSource::load_state_dict(const StateDict& state) {
-  const data::LoaderState s{state.get_philox("rng"), state.get_int("epoch"),
-                            state.get_int("position")};
+  const data::LoaderState s{.rng = state.get_philox("rng"),
+                            .epoch = state.get_int("epoch"),
+                            .position = state.get_int("position")};
   MIXP_CHECK(s.epoch >= 0 && s.position >= 0, "saved loader position ", s.epoch, "/", s.position,
              " is not valid");
   set_loader_state(s);

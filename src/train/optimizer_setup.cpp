@@ -107,8 +107,9 @@ std::vector<OptimizerGroup> make_optimizers(
       tensors.push_back(t);
       g.names.push_back(name);
     }
-    const PhiloxState rounding{o.seed, kRoundingStream + groups.size(), 0};
-    g.optimizer = make_one(std::move(tensors), o, preset, {wd, betas, rounding});
+    const PhiloxState rounding{.seed = o.seed, .stream = kRoundingStream + groups.size()};
+    g.optimizer = make_one(std::move(tensors), o, preset,
+                           {.weight_decay = wd, .betas = betas, .rounding = rounding});
     groups.push_back(std::move(g));
   };
   if (!lm) {

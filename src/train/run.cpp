@@ -118,8 +118,8 @@ class RegressionSource : public DataSource {
       return std::nullopt;
     }
     const int64_t end = std::min(n, state_.position + batch_);
-    data::Batch b{data_->train_x.slice(state_.position, end),
-                  data_->train_y.slice(state_.position, end)};
+    data::Batch b{.x = data_->train_x.slice(state_.position, end),
+                  .y = data_->train_y.slice(state_.position, end)};
     state_.position = end;
     return b;
   }
@@ -130,7 +130,7 @@ class RegressionSource : public DataSource {
   void set_loader_state(const data::LoaderState& state) override { state_ = state; }
   int64_t batch_size() const override { return std::min(batch_, data_->train_x.size(0)); }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
-    visit({data_->test_x, data_->test_y});
+    visit({.x = data_->test_x, .y = data_->test_y});
   }
 
  private:
@@ -411,9 +411,10 @@ RunConfig run_config_from_json(const std::string& text) {
     c.batch = j.at("batch").get<int64_t>();
     read_train_settings(j.at("train"), c.train);
     if (const auto f = j.find("data_fingerprint"); f != j.end())
-      c.fingerprint =
-          DataFingerprint{f->at("path").get<std::string>(), f->at("bytes").get<int64_t>(),
-                          f->at("crc32").get<uint32_t>(), f->at("vocabulary").get<std::string>()};
+      c.fingerprint = DataFingerprint{.path = f->at("path").get<std::string>(),
+                                      .bytes = f->at("bytes").get<int64_t>(),
+                                      .crc32 = f->at("crc32").get<uint32_t>(),
+                                      .vocabulary = f->at("vocabulary").get<std::string>()};
   } catch (const nlohmann::json::exception& e) {
     MIXP_CHECK(false, "the run's configuration does not read: ", e.what());
   }
@@ -441,7 +442,7 @@ RunConfig resume_config(const std::string& dir,
 
 PreparedRun prepare_run(const RunConfig& config) {
   Prepared p = prepare(config);
-  return {p.options, p.make()};
+  return {.options = p.options, .inputs = p.make()};
 }
 
 TrainResult run_train(const RunConfig& config) {

@@ -51,7 +51,8 @@ TrainResult Trainer::run() {
   const bool checkpointing = o_.checkpoint_every > 0;
   while (c_.step < total_) {
     Before before;
-    if (checkpointing) before = {data_.state_dict(), model_.generator_state()};
+    if (checkpointing)
+      before = {.loader = data_.state_dict(), .generator = model_.generator_state()};
     const std::optional<data::Batch> batch = data_.next_train();
     if (!batch) {
       MIXP_CHECK(++c_.empty_in_a_row < 2, "the training data yielded no batch");

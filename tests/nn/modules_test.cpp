@@ -186,7 +186,9 @@ TEST(Dropout, TrainsWithAnAdvancingGeneratorAndIsTheIdentityInEval) {
   const Tensor c = drop.forward(x);
   EXPECT_TRUE(c.is_same(x));
   EXPECT_EQ(gen->state().offset, 2000u);
-  EXPECT_THROW(Dropout(DropoutOptions(1.0)), Error);
+  const auto rng = std::make_shared<Philox>(PhiloxState{.seed = 0, .stream = 1});
+  EXPECT_THROW(Dropout(DropoutOptions(1.0), rng), Error);
+  EXPECT_THROW(Dropout(DropoutOptions(0.1), nullptr), Error);
 }
 
 TEST(Sequential, NamesChildrenByPosition) {
@@ -270,7 +272,7 @@ TEST(LSTM, OneStepIsTheGateEquations) {
 
 TEST(Transformer, BlockHasNanoGptNames) {
   Philox rng(PhiloxState{13});
-  TransformerBlock block({.n_embd = 8, .n_head = 2}, rng);
+  TransformerBlock block({.n_embd = 8, .n_head = 2}, rng, std::make_shared<Philox>());
   expect_named_shapes(block.named_parameters(), {{"ln_1.weight", {8}},
                                                  {"ln_1.bias", {8}},
                                                  {"attn.c_attn.weight", {24, 8}},
@@ -287,12 +289,13 @@ TEST(Transformer, BlockHasNanoGptNames) {
             (std::vector<bool>{true, true, false, false, false, false, true, true, false, false,
                                false, false}));
   EXPECT_EQ(block.forward(randn({2, 5, 8}, rng)).shape(), Shape({2, 5, 8}));
-  EXPECT_THROW(TransformerBlock({.n_embd = 9, .n_head = 2}, rng), Error);
+  EXPECT_THROW(TransformerBlock({.n_embd = 9, .n_head = 2}, rng, std::make_shared<Philox>()),
+               Error);
 }
 
 TEST(Transformer, AttentionIsCausal) {
   Philox rng(PhiloxState{14});
-  CausalSelfAttention attn({.n_embd = 8, .n_head = 2}, rng);
+  CausalSelfAttention attn({.n_embd = 8, .n_head = 2}, rng, std::make_shared<Philox>());
   const Tensor x = randn({1, 6, 8}, rng);
   const std::vector<double> y = attn.forward(x).to_vector();
   // Changing the last position leaves the outputs of the earlier ones alone.

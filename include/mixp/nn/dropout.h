@@ -26,9 +26,9 @@ struct DropoutOptions {
 
 class Dropout : public UnaryModule {
  public:
-  /// Without a generator the module owns one, Philox{seed 0, stream 1}.
-  explicit Dropout(const DropoutOptions& options = DropoutOptions(),
-                   std::shared_ptr<Philox> generator = nullptr);
+  /// The generator is required (mixp::Error when null): two modules that each made their own
+  /// from a fixed seed would draw the same masks.
+  Dropout(const DropoutOptions& options, std::shared_ptr<Philox> generator);
 
   Tensor forward(const Tensor& x) override;
 

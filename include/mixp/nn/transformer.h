@@ -39,9 +39,9 @@ struct TransformerBlockOptions {
 
 class CausalSelfAttention : public UnaryModule {
  public:
-  /// dropout_rng may be null when options.dropout is 0.
+  /// dropout_rng: the generator of the dropout masks, shared with the model (required).
   CausalSelfAttention(const TransformerBlockOptions& options, Philox& rng,
-                      std::shared_ptr<Philox> dropout_rng = nullptr);
+                      std::shared_ptr<Philox> dropout_rng);
   /// x [B, T, C] -> [B, T, C]; position t attends to positions <= t.
   Tensor forward(const Tensor& x) override;
 
@@ -60,7 +60,7 @@ class CausalSelfAttention : public UnaryModule {
 class MLP : public UnaryModule {
  public:
   MLP(const TransformerBlockOptions& options, Philox& rng,
-      std::shared_ptr<Philox> dropout_rng = nullptr);
+      std::shared_ptr<Philox> dropout_rng);
   /// x [..., C] -> [..., C].
   Tensor forward(const Tensor& x) override;
 
@@ -78,7 +78,7 @@ class MLP : public UnaryModule {
 class TransformerBlock : public UnaryModule {
  public:
   TransformerBlock(const TransformerBlockOptions& options, Philox& rng,
-                   std::shared_ptr<Philox> dropout_rng = nullptr);
+                   std::shared_ptr<Philox> dropout_rng);
   /// x [B, T, C] -> [B, T, C].
   Tensor forward(const Tensor& x) override;
 
