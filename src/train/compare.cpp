@@ -33,7 +33,10 @@ nlohmann::json compare_json(const CompareResult& result, const TrainOptions& opt
   for (const CompareRow& row : result.rows) {
     nlohmann::json j;
     if (row.failed()) {
-      j = {{"precision", row.precision}, {"failed", true}, {"error", row.error}};
+      j = {{"precision", row.precision},
+           {"failed", true},
+           {"stopped", row.result.stopped},
+           {"error", row.error}};
     } else {
       j = nlohmann::json::parse(summary_json(row.result));
       j["failed"] = false;
@@ -87,8 +90,8 @@ std::string compare_table(const CompareResult& result) {
   s += buf;
   for (const CompareRow& row : result.rows) {
     if (row.failed()) {
-      std::snprintf(buf, sizeof buf, "%-10s FAILED: %s\n", row.precision.c_str(),
-                    row.error.c_str());
+      std::snprintf(buf, sizeof buf, "%-10s %s: %s\n", row.precision.c_str(),
+                    row.result.stopped ? "STOPPED" : "FAILED", row.error.c_str());
       s += buf;
       continue;
     }

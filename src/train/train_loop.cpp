@@ -49,6 +49,7 @@ TrainResult Trainer::run() {
   observer_.on_start(o_.model_name, preset_.name, total_, c_.step);
   model_.set_training(true);
   const bool checkpointing = o_.checkpoint_every > 0;
+  bool checkpoint_due = false;
   while (c_.step < total_) {
     Before before;
     if (checkpointing)
@@ -66,7 +67,14 @@ TrainResult Trainer::run() {
     check_divergence(outcome);
     if (eval_every_ > 0 && c_.step % eval_every_ == 0) run_eval();
     const bool stop = o_.stop_requested && o_.stop_requested();
-    if (stop || (checkpointing && c_.step % o_.checkpoint_every == 0)) save_checkpoint(nullptr);
+    // A checkpoint falls due every checkpoint_every steps, and waits for a step that updated:
+    // one taken among skipped steps would hold a run on its way to diverging as the last good
+    // state.
+    checkpoint_due = checkpoint_due || (checkpointing && c_.step % o_.checkpoint_every == 0);
+    if (stop || (checkpoint_due && c_.skipped_in_a_row == 0)) {
+      save_checkpoint(nullptr);
+      checkpoint_due = false;
+    }
     if (stop) {
       TrainResult r = result();
       r.stopped = true;

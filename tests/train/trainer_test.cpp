@@ -3,7 +3,9 @@
 #include "mixp/train/trainer.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -1017,6 +1019,105 @@ TEST_F(NonFinite, AStormOfNonFiniteGradientsInOnePercentOfStepsCostsNoAccuracy) 
   std::printf("accuracy: clean %.4f, storm %.4f (%d steps of %lld skipped)\n",
               *clean.result.test_accuracy, *storm.result.test_accuracy, storm.injected,
               (long long)kSteps);
+}
+
+// ---- divergence --------------------------------------------------------------------------------
+
+// amp-fp16 with every gradient poisoned from step `from` on: every later step is skipped.
+train::TrainResult poisoned_from(int64_t from, train::TrainOptions o) {
+  TinyClassifier model(0);
+  BlobData data(0);
+  o.steps = 60;
+  o.checkpoint_every = 2;
+  o.on_gradients = [from](int64_t step, const std::vector<std::pair<std::string, Tensor*>>& p) {
+    if (step < from) return;
+    Tensor g = p[1].second->grad();
+    g.fill_(std::numeric_limits<double>::infinity());
+  };
+  return train::train(model, data, o);
+}
+
+TEST_F(Trainer, SkippedStepsInARowStopTheRunNamingTheOverflowingTensor) {
+  train::TrainOptions o = options("amp-fp16");
+  o.limits.min_loss_scale = 0;  // only the count of skipped steps
+  try {
+    poisoned_from(5, o);
+    FAIL() << "a run that skipped every step finished";
+  } catch (const Error& e) {
+    const std::string m = e.message();
+    EXPECT_NE(m.find("the run diverged at step 30: 26 steps in a row were skipped, more than the "
+                     "limit of 25"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("at step 5, the gradient of 'fc.bias' holds inf at element 0"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(io::checkpoint_file_name(4) + ", is kept"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir_ / "summary.json"));
+  EXPECT_EQ(io::list_checkpoints(dir_.string()).front().first, 4) << "a skipped step was saved";
+}
+
+TEST_F(Trainer, ALossScaleBelowTheFloorStopsTheRun) {
+  train::TrainOptions o = options("amp-fp16");
+  o.limits.max_skipped_in_a_row = 0;  // only the floor
+  o.limits.min_loss_scale = 1.0;
+  try {
+    poisoned_from(3, o);
+    FAIL() << "the scale fell below its floor and the run went on";
+  } catch (const Error& e) {
+    // 2^16 halves to 2^-1 in 17 skipped steps, 3 to 19.
+    EXPECT_NE(e.message().find("the run diverged at step 19: the loss scale fell to 0.5, below "
+                               "the floor of 1"),
+              std::string::npos)
+        << e.message();
+  }
+  // Both limits off: the run finishes, every later step skipped.
+  o.limits.min_loss_scale = 0;
+  const train::TrainResult r = poisoned_from(3, o);
+  EXPECT_EQ(r.skipped_steps, 58);
+}
+
+TEST_F(Trainer, ARunFolderHoldsOneRunUnderALock) {
+  train::TrainOptions o = options();
+  o.overwrite = false;
+  {
+    TinyClassifier model(0);
+    BlobData data(0);
+    train::train(model, data, o);
+  }
+  const std::string first = slurp(dir_ / "run.json");
+  TinyClassifier model(0);
+  BlobData data(0);
+  try {
+    train::train(model, data, o);
+    FAIL() << "a second run went into the folder of the first";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("holds another run's files (loss.svg, metrics.jsonl, "
+                               "model.safetensors, run.json, summary.json)"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_EQ(slurp(dir_ / "run.json"), first);
+  // Held by another process (here: another open file of this one), the folder is refused.
+  const int fd = ::open((dir_ / ".lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  o.overwrite = true;
+  try {
+    train::train(model, data, o);
+    FAIL() << "a locked folder was used";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("is in use by process " + std::to_string(::getpid())),
+              std::string::npos)
+        << e.message();
+  }
+  ::close(fd);
+  EXPECT_EQ(slurp(dir_ / "run.json"), first);
+  const train::TrainResult r = train::train(model, data, o);  // overwrite, once unlocked
+  EXPECT_NE(slurp(dir_ / "run.json"), first);
+  EXPECT_NE(slurp(dir_ / "run.json").find(r.run_id), std::string::npos);
 }
 
 TEST(OnNonFinite, NamesRoundTrip) {
