@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Holds each folder of src/ (and each public header) to the layers of the design.
 
-The layers, lowest first (docs/design-layers.md): each folder may include headers of its own
+The layers, lowest first (docs/design.md): each folder may include headers of its own
 layer and of the layers below it, never of a layer above it.
 
     1 core, runtime     2 tensor      3 kernels, dist     4 autograd, ops
@@ -13,7 +13,7 @@ the top-level public headers as TOP_LEVEL_HEADERS says. The public headers are c
 each as a file of its folder, since a header that includes a higher layer drags it into every
 file that includes it.
 
-Exceptions are listed in EXCEPTIONS with their reason (docs/design-layers.md explains them);
+Exceptions are listed in EXCEPTIONS with their reason (docs/design.md explains them);
 one that no longer matches anything is reported too, so that the list stays true.
 
 Usage: check-layers.py [--root REPO]   exit 0: clean; 1: violations (listed); 2: bad input.
@@ -61,7 +61,7 @@ TOP_LEVEL_HEADERS = {
     "mixp.h": "train",  # the umbrella header: everything
 }
 
-# Public headers of a folder whose code lives in a lower one (docs/design-layers.md).
+# Public headers of a folder whose code lives in a lower one (docs/design.md).
 IMPLEMENTED_ELSEWHERE = {
     # Every op consults the autocast state and the backward engine turns it off: it lives in
     # src/autograd/autocast.cpp, below the ops.
@@ -71,7 +71,7 @@ IMPLEMENTED_ELSEWHERE = {
     "mixp/amp/fp8.h": "autograd",
 }
 
-# (including file, included header) -> why the rule does not hold there (docs/design-layers.md).
+# (including file, included header) -> why the rule does not hold there (docs/design.md).
 EXCEPTIONS = {
     ("include/mixp/amp/grad_scaler.h", "mixp/optim/optimizer.h"):
         "GradScaler::unscale() and step() take the optimizer, as PyTorch's do",
@@ -156,7 +156,7 @@ def main():
         print(p)
     if problems:
         print(f"check-layers: {len(problems)} problem(s); the layers and their exceptions are in "
-              "docs/design-layers.md", file=sys.stderr)
+              "docs/design.md", file=sys.stderr)
         return 1
     print(f"check-layers: {len(files)} files follow the layers")
     return 0

@@ -1,6 +1,6 @@
 // What Tensor's own methods need of autograd: views, slices and casts record themselves for
 // backward, backward() runs the engine, and an error names the op behind a tensor. The tensor
-// layer sits below autograd (docs/design-layers.md), so it calls these through pointers that
+// layer sits below autograd (docs/design.md), so it calls these through pointers that
 // autograd installs when it is loaded (src/autograd/engine.cpp, which every program linked with
 // mixp has: CMakeLists.txt). Private to mixp.
 #pragma once
