@@ -164,6 +164,10 @@ void Trainer::open_folder() {
     return;
   }
   run_id_ = new_run_id();
+  write_run_json();
+}
+
+void Trainer::write_run_json() const {
   const nlohmann::json run = {
       {"run_id", run_id_}, {"mixp_version", version()}, {"config", nlohmann::json::parse(config_)}};
   io::write_file_atomically(o_.out_dir + "/run.json", run.dump(2) + "\n");
@@ -226,13 +230,8 @@ void Trainer::resume() {
   const std::optional<io::Checkpoint> c = io::read_newest_checkpoint(
       o_.out_dir, run_id_,
       [&](const io::Checkpoint& c) {
-        if (c.version >= 2) {
-          io::check_finite(c.file, c.path);  // a poisoned state is no place to continue from
-          state = c.state;
-        } else {
-          io::check_finite(c.file, c.path);
-          state = legacy_checkpoint_state(c, schedule_->state_dict());
-        }
+        io::check_finite(c.file, c.path);  // a poisoned state is no place to continue from
+        state = c.version >= 2 ? c.state : legacy_checkpoint_state(c, schedule_->state_dict());
         check_run_settings(state->part("trainer"));
       },
       [&](const std::string& why) { observer_.on_note(why); });
@@ -242,7 +241,10 @@ void Trainer::resume() {
   } catch (const Error& e) {
     MIXP_CHECK(false, c->path, ": ", e.message());
   }
-  if (run_id_.empty()) run_id_ = c->run_id.empty() ? new_run_id() : c->run_id;
+  if (run_id_.empty()) {  // a folder from before run.json: the run takes an id from now on
+    run_id_ = c->run_id.empty() ? new_run_id() : c->run_id;
+    write_run_json();
+  }
   resumed_from_ = c->step;
   last_checkpoint_ = c->path;
   observer_.on_note("resumed from " + c->path + " at step " + std::to_string(c_.step));

@@ -53,6 +53,7 @@ class Trainer {
   void cast_parameters();
   void check_memory();
   void open_folder();
+  void write_run_json() const;
   void resume();
   StateDict state_dict(const Before* before) const;
   void load_state_dict(const StateDict& state);

@@ -316,6 +316,9 @@ TEST_F(Cli, VersionOneCheckpointsStillResumeBitwise) {
     EXPECT_NE(r.out.find("resumed from ./checkpoint-00000003.safetensors"), std::string::npos)
         << r.out;
     EXPECT_EQ(tensors(run / "expected-model.safetensors"), tensors(run / "model.safetensors"));
+    // The folder takes a run id from now on: its next checkpoints are the run's own.
+    const std::string id = read_json(run / "run.json")["run_id"];
+    EXPECT_EQ(io::checkpoint_run_id((run / io::checkpoint_file_name(6)).string()), id);
   }
 }
 
