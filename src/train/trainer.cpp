@@ -2,11 +2,7 @@
 #include "mixp/train/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <limits>
 #include <numbers>
 #include <sstream>
 
@@ -17,7 +13,6 @@
 #include "mixp/io/safetensors.h"
 #include "mixp/memory.h"
 #include "mixp/ops.h"
-#include "mixp/optim/clip_grad.h"
 #include "mixp/runtime.h"
 #include "train/counters.h"
 #include "train/legacy_checkpoint.h"
