@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The ratios of docs/performance.md's targets from bench/run.sh's results (a JSON-lines file
+"""The ratios that docs/performance.md reports, from bench/run.sh's results (a JSON-lines file
 of {"round": r, "result": <a bench train or compare_pytorch.py line>}).
 
 Each speed ratio is computed within a round (the runs were back to back) and the median over

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # mixp against PyTorch on this machine: `mixp bench train` and bench/compare_pytorch.py on the
 # same models, shapes and batches, run back to back in rounds (the two frameworks alternate
-# in each round, so that a shared machine's noise falls on both), then the ratios of the
-# targets in docs/performance.md, each the median over rounds of the ratio within a round.
+# in each round, so that a shared machine's noise falls on both), then the ratios that
+# docs/performance.md reports, each the median over rounds of the ratio within a round.
 #
 #   bench/run.sh [ROUNDS]        default 3; MIXP=path/to/mixp, OUT=results.jsonl
 #   GPT_STEPS=5 SMALL_STEPS=20   timed steps per run (after 2 and 5 warm-up steps)
