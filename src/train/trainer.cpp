@@ -121,6 +121,8 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
                "this data source cannot be checkpointed (it has no loader state)");
   }
   if (o.threads > 0) set_num_threads(o.threads);
+  // The library prints nothing itself: the scaler's one warning goes to the observer.
+  scaler_.set_warning_handler([this](const std::string& text) { observer_.on_note(text); });
   config_ = config_object(o).dump();
   cast_parameters();
   memory::reset_peaks();
