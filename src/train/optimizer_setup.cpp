@@ -22,36 +22,34 @@ struct GroupSettings {
   PhiloxState rounding;
 };
 
+// Adam and AdamW: their options have the same fields.
+template <typename AdamKind, typename Options>
+std::unique_ptr<optim::Optimizer> make_adam(std::vector<Tensor> params, const TrainOptions& o,
+                                            const amp::Preset& preset, const GroupSettings& g) {
+  return std::make_unique<AdamKind>(std::move(params),
+                                    Options{.lr = o.lr.value_or(1e-3),
+                                            .betas = g.betas,
+                                            .eps = o.optimizer.eps,
+                                            .weight_decay = g.weight_decay,
+                                            .precision = preset.optimizer_precision,
+                                            .rounding = g.rounding,
+                                            .state_dtype = optimizer_state_dtype(o)});
+}
+
 std::unique_ptr<optim::Optimizer> make_one(std::vector<Tensor> params, const TrainOptions& o,
                                            const amp::Preset& preset, const GroupSettings& g) {
-  const double lr = o.lr.value_or(1e-3);
   const OptimizerConfig& c = o.optimizer;
-  if (c.name == "sgd")
-    return std::make_unique<optim::Sgd>(std::move(params),
-                                        optim::SgdOptions{.lr = lr,
-                                                          .momentum = c.momentum,
-                                                          .weight_decay = g.weight_decay,
-                                                          .nesterov = c.nesterov,
-                                                          .precision = preset.optimizer_precision,
-                                                          .rounding = g.rounding});
-  const DType state_dtype = optimizer_state_dtype(o);
   if (c.name == "adam")
-    return std::make_unique<optim::Adam>(std::move(params),
-                                         optim::AdamOptions{.lr = lr,
-                                                            .betas = g.betas,
-                                                            .eps = c.eps,
-                                                            .weight_decay = g.weight_decay,
-                                                            .precision = preset.optimizer_precision,
-                                                            .rounding = g.rounding,
-                                                            .state_dtype = state_dtype});
-  return std::make_unique<optim::AdamW>(std::move(params),
-                                        optim::AdamWOptions{.lr = lr,
-                                                            .betas = g.betas,
-                                                            .eps = c.eps,
-                                                            .weight_decay = g.weight_decay,
-                                                            .precision = preset.optimizer_precision,
-                                                            .rounding = g.rounding,
-                                                            .state_dtype = state_dtype});
+    return make_adam<optim::Adam, optim::AdamOptions>(std::move(params), o, preset, g);
+  if (c.name == "adamw")
+    return make_adam<optim::AdamW, optim::AdamWOptions>(std::move(params), o, preset, g);
+  return std::make_unique<optim::Sgd>(std::move(params),
+                                      optim::SgdOptions{.lr = o.lr.value_or(1e-3),
+                                                        .momentum = c.momentum,
+                                                        .weight_decay = g.weight_decay,
+                                                        .nesterov = c.nesterov,
+                                                        .precision = preset.optimizer_precision,
+                                                        .rounding = g.rounding});
 }
 
 }  // namespace
