@@ -47,7 +47,6 @@ TrainResult Trainer::run() {
     metrics_ << std::flush;
   }
   observer_.on_start(o_.model_name, preset_.name, total_, c_.step);
-  model_.set_training(true);
   const bool checkpointing = o_.checkpoint_every > 0;
   bool checkpoint_due = false;
   while (c_.step < total_) {
