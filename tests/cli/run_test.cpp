@@ -355,5 +355,34 @@ TEST_F(Cli, CompareRecordsAFailedPrecisionAndFinishesTheOthers) {
   EXPECT_EQ(mixp(args).status, 2);
 }
 
+TEST_F(Cli, ASigtermedCompareKeepsWhatFinishedAndResumes) {
+  const fs::path out = dir_ / "compare";
+  const std::string args = "compare --model deep-mlp --precisions fp32,amp-bf16 --steps 200 "
+                           "--log-interval 50 --threads 1 --out '" + out.string() + "'";
+  const pid_t pid = spawn(args);
+  ASSERT_GT(pid, 0);
+  // The second precision has begun: the first has finished.
+  for (int i = 0; i < 60000 && !fs::exists(out / "amp-bf16" / "metrics.jsonl"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(dir_ / "bg.err");
+  EXPECT_NE(slurp(dir_ / "bg.out").find("amp-bf16   STOPPED: stopped at step"), std::string::npos)
+      << slurp(dir_ / "bg.out");
+  json doc = read_json(out / "compare.json");
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["failed"], false);
+  EXPECT_EQ(doc["runs"][1]["stopped"], true);
+  const std::string finished = slurp(out / "fp32" / "summary.json");
+  const CliResult r = mixp(args + " --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(out / "fp32" / "summary.json"), finished);
+  doc = read_json(out / "compare.json");
+  EXPECT_EQ(doc["runs"][1]["failed"], false);
+  EXPECT_EQ(doc["runs"][1]["steps"], 200);
+}
+
 }  // namespace
 }  // namespace mixp::cli_test
