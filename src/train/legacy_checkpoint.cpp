@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mixp/error.h"
+#include "train/counters.h"
+#include "train/report.h"
 
 namespace mixp::train {
 namespace {
@@ -40,28 +42,29 @@ std::string tensor_key(const std::string& name) {
          name.substr(k_end + 1, i_end - k_end - 1);
 }
 
+// The trainer's part: version 1's counters in TrainerCounters, which writes its own keys.
 void add_trainer(StateDict& s, const json& t, const json& history, const json& options) {
-  s.set_int("trainer/step", t.at("step").get<int64_t>());
-  s.set_int("trainer/epoch", t.at("epoch").get<int64_t>());
-  s.set_int("trainer/empty_in_a_row", t.at("empty_in_a_row").get<int64_t>());
-  s.set_real("trainer/window_loss", t.at("window_loss").get<double>());
-  s.set_real("trainer/window_ms", t.at("window_ms").get<double>());
-  s.set_int("trainer/window_steps", t.at("window_steps").get<int64_t>());
-  s.set_int("trainer/window_samples", t.at("window_samples").get<int64_t>());
-  s.set_int("trainer/window_loss_steps",
-            t.value("window_loss_steps", t.at("window_steps").get<int64_t>()));
-  s.set_real("trainer/train_ms", t.at("train_ms").get<double>());
-  s.set_int("trainer/train_samples", t.at("train_samples").get<int64_t>());
-  s.set_int("trainer/skipped_steps", t.at("skipped_steps").get<int64_t>());
-  s.set_int("trainer/nonfinite_steps", t.value("nonfinite_steps", int64_t(0)));
-  s.set_int("trainer/skipped_in_a_row", 0);
-  s.set_text("trainer/first_overflow", "");
-  s.set_text("trainer/streak_overflow", "");
-  s.set_text("trainer/step_ms", t.at("step_ms").dump());
-  s.set_text("trainer/history", history.dump());
-  s.set_text("trainer/precision", options.at("precision").get<std::string>());
-  s.set_text("trainer/optimizer_state", options.value("optimizer_state", std::string("f32")));
-  s.set_int("trainer/total_steps", options.at("total").get<int64_t>());
+  TrainerCounters c;
+  c.step = t.at("step").get<int64_t>();
+  c.epoch = t.at("epoch").get<int64_t>();
+  c.empty_in_a_row = t.at("empty_in_a_row").get<int64_t>();
+  c.window_loss = t.at("window_loss").get<double>();
+  c.window_ms = t.at("window_ms").get<double>();
+  c.window_steps = t.at("window_steps").get<int64_t>();
+  c.window_samples = t.at("window_samples").get<int64_t>();
+  c.window_loss_steps = t.value("window_loss_steps", c.window_steps);
+  c.train_ms = t.at("train_ms").get<double>();
+  c.train_samples = t.at("train_samples").get<int64_t>();
+  c.skipped = t.at("skipped_steps").get<int64_t>();
+  c.nonfinite = t.value("nonfinite_steps", int64_t(0));
+  c.step_ms = t.at("step_ms").get<std::vector<double>>();
+  for (const json& m : history.at("log")) c.log.push_back(step_of(m));
+  for (const json& e : history.at("evals")) c.evals.push_back(eval_of(e));
+  StateDict trainer = c.state_dict();
+  trainer.set_text("precision", options.at("precision").get<std::string>());
+  trainer.set_text("optimizer_state", options.value("optimizer_state", std::string("f32")));
+  trainer.set_int("total_steps", options.at("total").get<int64_t>());
+  s.insert("trainer", trainer);
 }
 
 }  // namespace
