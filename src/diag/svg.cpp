@@ -79,113 +79,240 @@ std::vector<double> nice_ticks(double low, double high, int target) {
   return ticks;
 }
 
-std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& options) {
-  MIXP_CHECK(options.width >= 200 && options.height >= 150,
-             "line_plot_svg: the plot must be at least 200 x 150 pixels, got ", options.width,
-             " x ", options.height);
+namespace {
+
+// Where a plot's data goes in pixels: the frame inside the margins, over the data's ranges.
+struct Frame {
+  double left = 80, right = 180, top = 40, bottom = 60;
+  double w = 0, h = 0;
   Range xr, yr;
-  for (const Curve& c : curves) {
-    MIXP_CHECK(c.x.size() == c.y.size(), "line_plot_svg: curve '", c.label, "' has ", c.x.size(),
-               " x values and ", c.y.size(), " y values");
-    for (size_t i = 0; i < c.x.size(); ++i) {
-      if (!std::isfinite(c.x[i]) || !std::isfinite(c.y[i])) continue;
-      xr.add(c.x[i]);
-      yr.add(c.y[i]);
-    }
-  }
-  xr.settle();
-  yr.settle();
-  const std::vector<double> xt = nice_ticks(xr.low, xr.high), yt = nice_ticks(yr.low, yr.high);
-  // Extend the ranges to whole ticks on y, so that the curves sit inside labelled space.
-  const double ystep = yt.size() >= 2 ? yt[1] - yt[0] : (yr.high - yr.low);
-  yr.low = std::min(yr.low, std::floor(yr.low / ystep) * ystep);
-  yr.high = std::max(yr.high, std::ceil(yr.high / ystep) * ystep);
+  double px(double x) const { return left + (x - xr.low) / (xr.high - xr.low) * w; }
+  double py(double y) const { return top + h - (y - yr.low) / (yr.high - yr.low) * h; }
+};
 
-  const double left = 80, right = 180, top = 40, bottom = 60;
-  const double w = options.width - left - right, h = options.height - top - bottom;
-  auto px = [&](double x) { return left + (x - xr.low) / (xr.high - xr.low) * w; };
-  auto py = [&](double y) { return top + h - (y - yr.low) / (yr.high - yr.low) * h; };
+std::string svg_open(int width, int height) {
+  const std::string w = std::to_string(width), h = std::to_string(height);
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
+         "\" viewBox=\"0 0 " + w + " " + h + "\" font-family=\"sans-serif\" font-size=\"12\">\n" +
+         "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
+}
 
-  std::string s;
-  s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(options.width) +
-       "\" height=\"" + std::to_string(options.height) + "\" viewBox=\"0 0 " +
-       std::to_string(options.width) + " " + std::to_string(options.height) +
-       "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  s += "<rect x=\"0\" y=\"0\" width=\"" + std::to_string(options.width) + "\" height=\"" +
-       std::to_string(options.height) + "\" fill=\"white\"/>\n";
-  s += "<text x=\"" + num(left + w / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" +
-       escape(options.title) + "</text>\n";
+std::string line_svg(double x1, double y1, double x2, double y2) {
+  return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" +
+         num(y2) + "\"/>\n";
+}
 
-  // Grid, ticks and labels.
+// Grid, axes, ticks, tick labels, the title and the axis labels.
+std::string axes_svg(const Frame& f, const std::vector<double>& xt, const std::vector<double>& yt,
+                     const PlotOptions& options) {
+  auto y_shown = [&](double t) { return t >= f.yr.low && t <= f.yr.high; };
+  std::string s = "<text x=\"" + num(f.left + f.w / 2) +
+                  "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(options.title) +
+                  "</text>\n";
   s += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   for (double t : yt)
-    if (t >= yr.low && t <= yr.high)
-      s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left + w) +
-           "\" y2=\"" + num(py(t)) + "\"/>\n";
+    if (y_shown(t)) s += line_svg(f.left, f.py(t), f.left + f.w, f.py(t));
   s += "</g>\n<g stroke=\"black\" stroke-width=\"1\">\n";
-  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top + h) + "\" x2=\"" + num(left + w) +
-       "\" y2=\"" + num(top + h) + "\"/>\n";
-  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" +
-       num(top + h) + "\"/>\n";
-  for (double t : xt)
-    s += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(top + h) + "\" x2=\"" + num(px(t)) +
-         "\" y2=\"" + num(top + h + 5) + "\"/>\n";
+  s += line_svg(f.left, f.top + f.h, f.left + f.w, f.top + f.h);
+  s += line_svg(f.left, f.top, f.left, f.top + f.h);
+  for (double t : xt) s += line_svg(f.px(t), f.top + f.h, f.px(t), f.top + f.h + 5);
   for (double t : yt)
-    if (t >= yr.low && t <= yr.high)
-      s += "<line x1=\"" + num(left - 5) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left) +
-           "\" y2=\"" + num(py(t)) + "\"/>\n";
+    if (y_shown(t)) s += line_svg(f.left - 5, f.py(t), f.left, f.py(t));
   s += "</g>\n<g fill=\"black\">\n";
   for (double t : xt)
-    s += "<text x=\"" + num(px(t)) + "\" y=\"" + num(top + h + 18) + "\" text-anchor=\"middle\">" +
-         tick_label(t) + "</text>\n";
+    s += "<text x=\"" + num(f.px(t)) + "\" y=\"" + num(f.top + f.h + 18) +
+         "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
   for (double t : yt)
-    if (t >= yr.low && t <= yr.high)
-      s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(py(t) + 4) + "\" text-anchor=\"end\">" +
-           tick_label(t) + "</text>\n";
-  s += "<text x=\"" + num(left + w / 2) + "\" y=\"" + num(options.height - 16.0) +
+    if (y_shown(t))
+      s += "<text x=\"" + num(f.left - 8) + "\" y=\"" + num(f.py(t) + 4) +
+           "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
+  s += "<text x=\"" + num(f.left + f.w / 2) + "\" y=\"" + num(options.height - 16.0) +
        "\" text-anchor=\"middle\">" + escape(options.x_label) + "</text>\n";
-  s += "<text x=\"20\" y=\"" + num(top + h / 2) +
-       "\" text-anchor=\"middle\" transform=\"rotate(-90 20 " + num(top + h / 2) + ")\">" +
+  s += "<text x=\"20\" y=\"" + num(f.top + f.h / 2) +
+       "\" text-anchor=\"middle\" transform=\"rotate(-90 20 " + num(f.top + f.h / 2) + ")\">" +
        escape(options.y_label) + "</text>\n";
-  s += "</g>\n";
+  return s + "</g>\n";
+}
 
-  // One path per curve.
+struct SpanStyle {
+  const char* css_class;
+  const char* colour;
+  const char* legend;
+};
+
+SpanStyle style_of(SpanKind kind) {
+  if (kind == SpanKind::nonfinite_loss)
+    return {.css_class = "nonfinite-loss", .colour = "#f4a6a6", .legend = "non-finite loss"};
+  return {.css_class = "skipped-steps", .colour = "#fde3b0", .legend = "skipped steps"};
+}
+
+// The spans, shaded behind the curves; at least 3 pixels wide so that one step shows.
+std::string spans_svg(const Frame& f, const std::vector<Span>& spans) {
+  std::string s = "<g class=\"spans\">\n";
+  for (const Span& span : spans) {
+    if (!std::isfinite(span.from) || !std::isfinite(span.to)) continue;
+    const double x0 = f.px(std::clamp(std::min(span.from, span.to), f.xr.low, f.xr.high));
+    const double x1 = f.px(std::clamp(std::max(span.from, span.to), f.xr.low, f.xr.high));
+    const double width = std::max(3.0, x1 - x0);
+    const SpanStyle style = style_of(span.kind);
+    s += "<rect class=\"" + std::string(style.css_class) + "\" x=\"" +
+         num(std::min(x0, f.left + f.w - width)) + "\" y=\"" + num(f.top) + "\" width=\"" +
+         num(width) + "\" height=\"" + num(f.h) + "\" fill=\"" + style.colour +
+         "\" fill-opacity=\"0.7\"><title>" + escape(span.label) + "</title></rect>\n";
+  }
+  return s + "</g>\n";
+}
+
+// One path per curve, and a circle per finite point of the curves with markers.
+std::string curves_svg(const Frame& f, const std::vector<Curve>& curves) {
+  std::string s;
   for (size_t c = 0; c < curves.size(); ++c) {
     const Curve& curve = curves[c];
-    std::string d;
+    const std::string colour = kColours[c % std::size(kColours)];
+    std::string d, markers;
     bool pen_down = false;
     for (size_t i = 0; i < curve.x.size(); ++i) {
       if (!std::isfinite(curve.x[i]) || !std::isfinite(curve.y[i])) {
         pen_down = false;
         continue;
       }
-      d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + num(px(curve.x[i])) + " " +
-           num(py(curve.y[i]));
+      const double x = f.px(curve.x[i]), y = f.py(curve.y[i]);
+      d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + num(x) + " " + num(y);
       pen_down = true;
+      if (curve.markers)
+        markers += "<circle class=\"marker\" cx=\"" + num(x) + "\" cy=\"" + num(y) +
+                   "\" r=\"3.5\" fill=\"" + colour + "\"><title>" + escape(curve.label) + " at " +
+                   tick_label(curve.x[i]) + ": " + tick_label(curve.y[i]) + "</title></circle>\n";
     }
-    s += "<path fill=\"none\" stroke=\"" + std::string(kColours[c % std::size(kColours)]) +
-         "\" stroke-width=\"1.5\" d=\"" + d + "\"><title>" + escape(curve.label) +
-         "</title></path>\n";
+    s += "<path fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.5\" d=\"" + d +
+         "\"><title>" + escape(curve.label) + "</title></path>\n" + markers;
   }
+  return s;
+}
 
-  // Legend.
-  s += "<g>\n";
-  for (size_t c = 0; c < curves.size(); ++c) {
-    const double y = top + 10 + 20.0 * double(c);
-    const double x = left + w + 20;
+// One entry per curve, then one per kind of span shown.
+std::string legend_svg(const Frame& f, const std::vector<Curve>& curves,
+                       const std::vector<Span>& spans) {
+  std::string s = "<g>\n";
+  const double x = f.left + f.w + 20;
+  double y = f.top + 10;
+  for (size_t c = 0; c < curves.size(); ++c, y += 20) {
     s += "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x + 24) + "\" y2=\"" +
          num(y) + "\" stroke=\"" + kColours[c % std::size(kColours)] + "\" stroke-width=\"3\"/>\n";
     s += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\">" + escape(curves[c].label) +
          "</text>\n";
   }
-  s += "</g>\n</svg>\n";
-  return s;
+  for (SpanKind kind : {SpanKind::skipped_steps, SpanKind::nonfinite_loss}) {
+    if (std::none_of(spans.begin(), spans.end(), [&](const Span& sp) { return sp.kind == kind; }))
+      continue;
+    const SpanStyle style = style_of(kind);
+    s += "<rect x=\"" + num(x) + "\" y=\"" + num(y - 6) + "\" width=\"24\" height=\"12\" fill=\"" +
+         style.colour + "\"/>\n";
+    s += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\">" + style.legend + "</text>\n";
+    y += 20;
+  }
+  return s + "</g>\n";
+}
+
+}  // namespace
+
+std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& options) {
+  MIXP_CHECK(options.width >= 200 && options.height >= 150,
+             "line_plot_svg: the plot must be at least 200 x 150 pixels, got ", options.width,
+             " x ", options.height);
+  Frame f;
+  for (const Curve& c : curves) {
+    MIXP_CHECK(c.x.size() == c.y.size(), "line_plot_svg: curve '", c.label, "' has ", c.x.size(),
+               " x values and ", c.y.size(), " y values");
+    for (size_t i = 0; i < c.x.size(); ++i) {
+      if (!std::isfinite(c.x[i]) || !std::isfinite(c.y[i])) continue;
+      f.xr.add(c.x[i]);
+      f.yr.add(c.y[i]);
+    }
+  }
+  for (const Span& span : options.spans) f.xr.add(span.from), f.xr.add(span.to);
+  f.xr.settle();
+  f.yr.settle();
+  const std::vector<double> xt = nice_ticks(f.xr.low, f.xr.high);
+  const std::vector<double> yt = nice_ticks(f.yr.low, f.yr.high);
+  // Extend the ranges to whole ticks on y, so that the curves sit inside labelled space.
+  const double ystep = yt.size() >= 2 ? yt[1] - yt[0] : (f.yr.high - f.yr.low);
+  f.yr.low = std::min(f.yr.low, std::floor(f.yr.low / ystep) * ystep);
+  f.yr.high = std::max(f.yr.high, std::ceil(f.yr.high / ystep) * ystep);
+  f.w = options.width - f.left - f.right;
+  f.h = options.height - f.top - f.bottom;
+  return svg_open(options.width, options.height) + spans_svg(f, options.spans) +
+         axes_svg(f, xt, yt, options) + curves_svg(f, curves) +
+         legend_svg(f, curves, options.spans) + "</svg>\n";
 }
 
 void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
                      const PlotOptions& options) {
   io::write_file_atomically(path, line_plot_svg(curves, options));
+}
+
+std::string bar_chart_svg(const std::vector<std::string>& categories,
+                          const std::vector<BarSeries>& series, const PlotOptions& options) {
+  MIXP_CHECK(options.width >= 300, "bar_chart_svg: the chart must be at least 300 pixels wide, got ",
+             options.width);
+  double top_value = 0.0;
+  for (const BarSeries& b : series) {
+    MIXP_CHECK(b.values.size() == categories.size(), "bar_chart_svg: series '", b.label, "' has ",
+               b.values.size(), " values for ", categories.size(), " categories");
+    for (double v : b.values) {
+      MIXP_CHECK(std::isfinite(v) && v >= 0, "bar_chart_svg: series '", b.label,
+                 "' has a value of ", v);
+      top_value = std::max(top_value, v);
+    }
+  }
+  const double bar = 12, gap = 10;
+  const double group = bar * double(std::max<size_t>(series.size(), 1)) + gap;
+  Frame f;
+  f.left = 130;
+  f.h = group * double(categories.size());
+  const int height = std::max(options.height, int(std::ceil(f.top + f.h + f.bottom)));
+  f.h = height - f.top - f.bottom;
+  f.w = options.width - f.left - f.right;
+  const std::vector<double> ticks = nice_ticks(0.0, top_value > 0 ? top_value : 1.0, 5);
+  f.xr.low = 0.0;
+  f.xr.high = std::max(ticks.back(), top_value);
+  f.yr.low = 0.0;
+  f.yr.high = 1.0;
+
+  std::string s = svg_open(options.width, height);
+  s += "<text x=\"" + num(f.left + f.w / 2) +
+       "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(options.title) + "</text>\n";
+  s += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
+  for (double t : ticks) s += line_svg(f.px(t), f.top, f.px(t), f.top + f.h);
+  s += "</g>\n<g fill=\"black\">\n";
+  for (double t : ticks)
+    s += "<text x=\"" + num(f.px(t)) + "\" y=\"" + num(f.top + f.h + 18) +
+         "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
+  s += "<text x=\"" + num(f.left + f.w / 2) + "\" y=\"" + num(height - 12.0) +
+       "\" text-anchor=\"middle\">" + escape(options.x_label) + "</text>\n";
+  for (size_t c = 0; c < categories.size(); ++c)
+    s += "<text x=\"" + num(f.left - 8) + "\" y=\"" + num(f.top + group * double(c) + group / 2) +
+         "\" text-anchor=\"end\">" + escape(categories[c]) + "</text>\n";
+  s += "</g>\n";
+  for (size_t b = 0; b < series.size(); ++b) {
+    s += "<g fill=\"" + std::string(kColours[b % std::size(kColours)]) + "\">\n";
+    for (size_t c = 0; c < categories.size(); ++c) {
+      const double v = series[b].values[c];
+      s += "<rect class=\"bar\" x=\"" + num(f.left) + "\" y=\"" +
+           num(f.top + group * double(c) + gap / 2 + bar * double(b)) + "\" width=\"" +
+           num(std::max(0.0, f.px(v) - f.left)) + "\" height=\"" + num(bar - 1) + "\"><title>" +
+           escape(series[b].label + ", " + categories[c] + ": " + tick_label(v) + " " +
+                  options.x_label) +
+           "</title></rect>\n";
+    }
+    s += "</g>\n";
+  }
+  s += "<g stroke=\"black\" stroke-width=\"1\">\n" + line_svg(f.left, f.top, f.left, f.top + f.h) +
+       "</g>\n";
+  std::vector<Curve> legend;
+  for (const BarSeries& b : series) legend.push_back({.label = b.label});
+  return s + legend_svg(f, legend, {}) + "</svg>\n";
 }
 
 std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height) {

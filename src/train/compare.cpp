@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "mixp/diag/svg.h"
@@ -28,7 +29,8 @@ void compare_ratios(CompareResult& result, const CompareRow& base) {
   }
 }
 
-nlohmann::json compare_json(const CompareResult& result, const TrainOptions& options) {
+nlohmann::json compare_json(const CompareResult& result, const std::string& model,
+                            uint64_t seed) {
   nlohmann::json runs = nlohmann::json::array();
   for (const CompareRow& row : result.rows) {
     nlohmann::json j;
@@ -43,20 +45,21 @@ nlohmann::json compare_json(const CompareResult& result, const TrainOptions& opt
       j["speed_vs_baseline"] = row.speed_vs_baseline;
       j["memory_vs_baseline"] = row.memory_vs_baseline;
     }
-    j["run_dir"] = row.precision;
+    j["run_dir"] = row.run_dir.empty() ? row.precision : row.run_dir;
     runs.push_back(j);
   }
-  return {{"model", options.model_name},
-          {"seed", options.seed},
+  return {{"model", model},
+          {"seed", seed},
           {"baseline", result.baseline},
           {"stopped", result.stopped},
           {"runs", runs}};
 }
 
-void write_compare_files(const CompareResult& result, const TrainOptions& options) {
-  std::filesystem::create_directories(options.out_dir);
-  io::write_file_atomically(options.out_dir + "/compare.json",
-                            compare_json(result, options).dump(2) + "\n");
+void write_compare_files(const CompareResult& result, const std::string& out_dir,
+                         const std::string& model, uint64_t seed) {
+  std::filesystem::create_directories(out_dir);
+  io::write_file_atomically(out_dir + "/compare.json",
+                            compare_json(result, model, seed).dump(2) + "\n");
   std::vector<diag::Curve> curves;
   for (const CompareRow& row : result.rows) {
     if (row.failed()) continue;
@@ -69,10 +72,20 @@ void write_compare_files(const CompareResult& result, const TrainOptions& option
     curves.push_back(std::move(c));
   }
   if (curves.empty()) return;
-  diag::write_line_plot(options.out_dir + "/compare.svg", curves,
-                        {.title = options.model_name + ": training loss by precision",
+  diag::write_line_plot(out_dir + "/compare.svg", curves,
+                        {.title = model + ": training loss by precision",
                          .x_label = "step",
                          .y_label = "cross-entropy loss"});
+}
+
+// The baseline: fp32 when it finished, else the first row that did.
+void set_baseline(CompareResult& result) {
+  const CompareRow* base = nullptr;
+  for (const CompareRow& row : result.rows) {
+    if (row.failed()) continue;
+    if (!base || (row.precision == "fp32" && base->precision != "fp32")) base = &row;
+  }
+  if (base) compare_ratios(result, *base);
 }
 
 }  // namespace
@@ -174,13 +187,49 @@ CompareResult compare(const std::function<RunInputs()>& make,
       break;
     }
   }
-  const CompareRow* base = nullptr;
-  for (const CompareRow& row : result.rows) {
-    if (row.failed()) continue;
-    if (!base || row.precision == "fp32") base = &row;
+  set_baseline(result);
+  if (!options.out_dir.empty())
+    write_compare_files(result, options.out_dir, options.model_name, options.seed);
+  return result;
+}
+
+CompareResult compare_finished(const std::vector<std::string>& run_dirs,
+                               const std::string& out_dir) {
+  MIXP_CHECK(!run_dirs.empty(), "compare: no run folders given");
+  MIXP_CHECK(!out_dir.empty(), "compare: no folder to write the comparison to");
+  std::string unfinished;
+  for (const std::string& dir : run_dirs)
+    if (!std::filesystem::exists(dir + "/summary.json")) unfinished += " " + dir;
+  MIXP_CHECK(unfinished.empty(), "not finished runs (no summary.json):", unfinished,
+             "; compare --from reads only finished runs");
+  CompareResult result;
+  std::map<std::string, int> precisions;
+  for (const std::string& dir : run_dirs) {
+    CompareRow row;
+    row.result = read_finished_run(dir);
+    row.precision = row.result.precision;
+    ++precisions[row.precision];
+    std::error_code error;
+    const std::filesystem::path relative = std::filesystem::proximate(dir, out_dir, error);
+    row.run_dir = error ? dir : relative.string();
+    result.rows.push_back(std::move(row));
   }
-  if (base) compare_ratios(result, *base);
-  if (!options.out_dir.empty()) write_compare_files(result, options);
+  for (size_t i = 0; i < result.rows.size(); ++i) {
+    if (precisions[result.rows[i].precision] == 1) continue;
+    std::filesystem::path folder = std::filesystem::path(run_dirs[i]).lexically_normal();
+    if (folder.filename().empty()) folder = folder.parent_path();  // "runs/a/"
+    result.rows[i].precision = folder.filename().string();
+  }
+  set_baseline(result);
+  const TrainResult& first = result.rows.front().result;
+  uint64_t seed = 0;
+  if (!first.config.empty()) {
+    const nlohmann::json config = nlohmann::json::parse(first.config, nullptr, false);
+    const nlohmann::json& train = config.contains("train") ? config["train"] : config;
+    if (train.is_object() && train.contains("seed") && train["seed"].is_number_unsigned())
+      seed = train["seed"].get<uint64_t>();
+  }
+  write_compare_files(result, out_dir, first.model_name, seed);
   return result;
 }
 

@@ -16,6 +16,11 @@ struct TrainerCounters {
   double window_loss = 0.0, window_ms = 0.0;
   int64_t window_steps = 0, window_samples = 0;
   int64_t window_loss_steps = 0;  // steps of the window whose loss was finite
+  // The window's total gradient norms (before clipping) over its steps whose norm was finite,
+  // and its steps without an update, with a non-finite loss or gradient, with a non-finite loss.
+  double window_grad_norm = 0.0, window_grad_norm_max = 0.0;
+  int64_t window_grad_norm_steps = 0;
+  int64_t window_skipped = 0, window_nonfinite = 0, window_nonfinite_losses = 0;
   double train_ms = 0.0;
   int64_t train_samples = 0;
   int64_t skipped = 0, nonfinite = 0;  // TrainResult::skipped_steps and nonfinite_steps

@@ -28,8 +28,9 @@ const char* task_name(nn::Task task) {
 json summary_object(const TrainResult& r) {
   json evals = json::array();
   for (const EvalMetrics& e : r.evals) evals.push_back(eval_json(e));
-  json memory = json::object();
+  json memory = json::object(), by_dtype = json::object();
   for (const auto& [tag, bytes] : r.peak_memory) memory[tag] = bytes;
+  for (const auto& [dtype, bytes] : r.peak_memory_by_dtype) by_dtype[dtype] = bytes;
   const json config = r.config.empty() ? json(nullptr) : json::parse(r.config, nullptr, false);
   return {{"run_id", r.run_id},
           {"mixp_version", version()},
@@ -47,6 +48,7 @@ json summary_object(const TrainResult& r) {
           {"median_step_ms", r.median_step_ms},
           {"samples_per_s", r.samples_per_s},
           {"peak_memory_bytes", memory},
+          {"peak_memory_by_dtype_bytes", by_dtype},
           {"final_loss_scale", r.final_loss_scale},
           {"skipped_steps", r.skipped_steps},
           {"nonfinite_skipped_steps", r.nonfinite_steps},
@@ -54,9 +56,25 @@ json summary_object(const TrainResult& r) {
 }
 
 void write_loss_plot(const std::string& path, const TrainResult& r) {
-  diag::Curve train_curve, eval_curve;
-  train_curve.label = "train";
-  eval_curve.label = "eval";
+  diag::PlotOptions options = loss_plot_options(r);
+  options.title = r.model_name + " (" + r.precision + ")";
+  diag::write_line_plot(path, loss_curves(r, ""), options);
+}
+
+double number_or_nan(const json& j, const char* key) {
+  return j.at(key).is_null() ? NAN : j.at(key).get<double>();
+}
+
+std::optional<double> optional_of(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<double>();
+}
+
+}  // namespace
+
+std::vector<diag::Curve> loss_curves(const TrainResult& r, const std::string& prefix) {
+  diag::Curve train_curve{.label = prefix + "train"};
+  diag::Curve eval_curve{.label = prefix + "eval", .markers = true};
   for (const StepMetrics& m : r.log) {
     train_curve.x.push_back(double(m.step));
     train_curve.y.push_back(m.loss);
@@ -65,29 +83,67 @@ void write_loss_plot(const std::string& path, const TrainResult& r) {
     eval_curve.x.push_back(double(e.step));
     eval_curve.y.push_back(e.loss);
   }
-  diag::write_line_plot(
-      path, {train_curve, eval_curve},
-      {.title = r.model_name + " (" + r.precision + ")",
-       .x_label = "step",
-       .y_label = r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss"});
+  return {train_curve, eval_curve};
 }
 
-}  // namespace
+std::vector<diag::Span> step_spans(const TrainResult& r) {
+  std::vector<diag::Span> spans;
+  int64_t previous = 0;
+  for (const StepMetrics& m : r.log) {
+    const std::string steps = m.step - previous > 1 ? "steps " + std::to_string(previous + 1) +
+                                                          "-" + std::to_string(m.step)
+                                                    : "step " + std::to_string(m.step);
+    if (m.skipped > 0)
+      spans.push_back({.kind = diag::SpanKind::skipped_steps,
+                       .from = double(previous),
+                       .to = double(m.step),
+                       .label = steps + ": " + std::to_string(m.skipped) + " skipped"});
+    if (m.nonfinite_losses > 0)
+      spans.push_back({.kind = diag::SpanKind::nonfinite_loss,
+                       .from = double(previous),
+                       .to = double(m.step),
+                       .label = steps + ": " + std::to_string(m.nonfinite_losses) +
+                                " with a non-finite loss"});
+    previous = m.step;
+  }
+  return spans;
+}
+
+diag::PlotOptions loss_plot_options(const TrainResult& r) {
+  return {.x_label = "step",
+          .y_label = r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss",
+          .spans = step_spans(r)};
+}
 
 json step_json(const StepMetrics& m) {
-  return {{"step", m.step}, {"epoch", m.epoch}, {"loss", m.loss},
-          {"lr", m.lr},     {"scale", m.scale}, {"samples_per_s", m.samples_per_s},
-          {"ms", m.ms}};
+  return {{"step", m.step},
+          {"epoch", m.epoch},
+          {"loss", m.loss},
+          {"lr", m.lr},
+          {"scale", m.scale},
+          {"samples_per_s", m.samples_per_s},
+          {"ms", m.ms},
+          {"grad_norm", optional_number(m.grad_norm)},
+          {"grad_norm_max", optional_number(m.grad_norm_max)},
+          {"skipped", m.skipped},
+          {"nonfinite", m.nonfinite},
+          {"nonfinite_losses", m.nonfinite_losses}};
 }
 
+// Lines of older files lack the window's gradient norms and counts: none recorded.
 StepMetrics step_of(const json& j) {
   return {.step = j.at("step").get<int64_t>(),
           .epoch = j.at("epoch").get<int64_t>(),
-          .loss = j.at("loss").is_null() ? NAN : j.at("loss").get<double>(),
+          .loss = number_or_nan(j, "loss"),
           .lr = j.at("lr").get<double>(),
           .scale = j.at("scale").get<double>(),
           .samples_per_s = j.at("samples_per_s").get<double>(),
-          .ms = j.at("ms").get<double>()};
+          .ms = j.at("ms").get<double>(),
+          .grad_norm = optional_of(j, "grad_norm"),
+          .grad_norm_max = optional_of(j, "grad_norm_max"),
+          .skipped = j.value("skipped", int64_t(0)),
+          .nonfinite = j.value("nonfinite", int64_t(0)),
+          .nonfinite_losses = j.value("nonfinite_losses", int64_t(0))};
 }
 
 json eval_json(const EvalMetrics& e) {
@@ -100,9 +156,9 @@ json eval_json(const EvalMetrics& e) {
 EvalMetrics eval_of(const json& j) {
   EvalMetrics e;
   e.step = j.at("step").get<int64_t>();
-  e.loss = j.at("loss").is_null() ? NAN : j.at("loss").get<double>();
-  if (!j.at("accuracy").is_null()) e.accuracy = j.at("accuracy").get<double>();
-  if (!j.at("bits_per_char").is_null()) e.bits_per_char = j.at("bits_per_char").get<double>();
+  e.loss = number_or_nan(j, "loss");
+  e.accuracy = optional_of(j, "accuracy");
+  e.bits_per_char = optional_of(j, "bits_per_char");
   return e;
 }
 
@@ -172,25 +228,47 @@ TrainResult read_finished_run(const std::string& dir) {
                                       : nn::Task::classification;
     r.steps = j.at("steps").get<int64_t>();
     r.epochs = j.at("epochs").get<int64_t>();
-    r.final_train_loss = j.at("final_train_loss").get<double>();
-    r.final_eval_loss = j.at("final_eval_loss").get<double>();
-    if (!j.at("test_accuracy").is_null()) r.test_accuracy = j.at("test_accuracy").get<double>();
-    if (!j.at("bits_per_char").is_null()) r.bits_per_char = j.at("bits_per_char").get<double>();
+    r.final_train_loss = number_or_nan(j, "final_train_loss");
+    r.final_eval_loss = number_or_nan(j, "final_eval_loss");
+    r.test_accuracy = optional_of(j, "test_accuracy");
+    r.bits_per_char = optional_of(j, "bits_per_char");
+    if (!j.at("config").is_null()) r.config = j.at("config").dump();
     r.median_step_ms = j.at("median_step_ms").get<double>();
     r.samples_per_s = j.at("samples_per_s").get<double>();
     for (const auto& [tag, bytes] : j.at("peak_memory_bytes").items())
       r.peak_memory[tag] = bytes.get<int64_t>();
+    if (j.contains("peak_memory_by_dtype_bytes"))
+      for (const auto& [dtype, bytes] : j.at("peak_memory_by_dtype_bytes").items())
+        r.peak_memory_by_dtype[dtype] = bytes.get<int64_t>();
     r.final_loss_scale = j.at("final_loss_scale").get<double>();
     r.skipped_steps = j.at("skipped_steps").get<int64_t>();
     r.nonfinite_steps = j.at("nonfinite_skipped_steps").get<int64_t>();
     for (const json& e : j.at("evals")) r.evals.push_back(eval_of(e));
-    std::ifstream metrics(dir + "/metrics.jsonl");
-    for (std::string line; std::getline(metrics, line);)
-      if (!line.empty()) r.log.push_back(step_of(json::parse(line)));
   } catch (const json::exception& e) {
     MIXP_CHECK(false, path, " does not read: ", e.what());
   }
+  r.log = read_metrics(dir + "/metrics.jsonl").log;
   return r;
+}
+
+MetricsFile read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  MIXP_CHECK(in, "cannot read ", path);
+  MetricsFile file;
+  int64_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      const std::string type = j.value("type", std::string("step"));
+      if (type == "step") file.log.push_back(step_of(j));
+      if (type == "eval") file.evals.push_back(eval_of(j));
+    } catch (const json::exception& e) {
+      MIXP_CHECK(false, path, " line ", number, " does not read: ", e.what());
+    }
+  }
+  return file;
 }
 
 std::string summary_json(const TrainResult& result) {
@@ -199,6 +277,15 @@ std::string summary_json(const TrainResult& result) {
 
 std::string metrics_json(const StepMetrics& m, const std::string& run_id) {
   json j = step_json(m);
+  j["type"] = "step";
+  if (!run_id.empty()) j["run_id"] = run_id;
+  return j.dump();
+}
+
+std::string metrics_json(const EvalMetrics& e, const std::string& run_id) {
+  json j = {{"type", "eval"}, {"step", e.step}, {"loss", e.loss}};
+  if (e.accuracy) j["accuracy"] = *e.accuracy;
+  if (e.bits_per_char) j["bits_per_char"] = *e.bits_per_char;
   if (!run_id.empty()) j["run_id"] = run_id;
   return j.dump();
 }

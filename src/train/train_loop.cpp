@@ -39,13 +39,7 @@ TrainResult Trainer::run() {
   check_memory();
   open_folder();
   if (o_.resume) resume();
-  if (!o_.out_dir.empty()) {
-    const std::string path = o_.out_dir + "/metrics.jsonl";
-    metrics_.open(path, std::ios::trunc);
-    MIXP_CHECK(metrics_, "cannot create ", path);
-    for (const StepMetrics& m : c_.log) metrics_ << metrics_json(m, run_id_) << "\n";
-    metrics_ << std::flush;
-  }
+  if (!o_.out_dir.empty()) write_metrics_history();
   observer_.on_start(o_.model_name, preset_.name, total_, c_.step);
   const bool checkpointing = o_.checkpoint_every > 0;
   bool checkpoint_due = false;
@@ -91,6 +85,8 @@ TrainResult Trainer::run() {
   for (int t = 0; t < kMemoryTagCount; ++t)
     r.peak_memory[name_of(MemoryTag(t))] = stats.peak(MemoryTag(t));
   r.peak_memory["total"] = stats.peak_total;
+  for (int d = 0; d < kDTypeCount; ++d)
+    if (stats.peak(DType(d)) > 0) r.peak_memory_by_dtype[name_of(DType(d))] = stats.peak(DType(d));
   if (!o_.out_dir.empty()) {
     metrics_.close();
     write_finished_run(o_.out_dir, model_, r);
@@ -132,6 +128,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
   const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
   const double norm = optim::clip_grad_norm(params_, max_norm);
+  out.grad_norm = norm;
   out.loss = loss.item();
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
   const bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
@@ -173,6 +170,22 @@ void Trainer::stop_nonfinite(double loss, const Before& before) {
               SourceLocation::current());
 }
 
+// metrics.jsonl anew from the history: a resumed run's file holds the lines the uninterrupted
+// run had written by then, in its order (a step's line before its evaluation's).
+void Trainer::write_metrics_history() {
+  const std::string path = o_.out_dir + "/metrics.jsonl";
+  metrics_.open(path, std::ios::trunc);
+  MIXP_CHECK(metrics_, "cannot create ", path);
+  size_t e = 0;
+  for (const StepMetrics& m : c_.log) {
+    for (; e < c_.evals.size() && c_.evals[e].step < m.step; ++e)
+      metrics_ << metrics_json(c_.evals[e], run_id_) << "\n";
+    metrics_ << metrics_json(m, run_id_) << "\n";
+  }
+  for (; e < c_.evals.size(); ++e) metrics_ << metrics_json(c_.evals[e], run_id_) << "\n";
+  metrics_ << std::flush;
+}
+
 // The step's counts, its metrics line when one is due, and the observer.
 void Trainer::record(const StepOutcome& s) {
   ++c_.step;
@@ -182,34 +195,59 @@ void Trainer::record(const StepOutcome& s) {
   } else {
     ++c_.skipped;
     ++c_.skipped_in_a_row;
+    ++c_.window_skipped;
   }
   if (s.dropped) ++c_.nonfinite;
   c_.step_ms.push_back(s.ms);
   c_.train_ms += s.ms;
   c_.train_samples += s.samples;
-  if (std::isfinite(s.loss)) {  // a skipped NaN would poison the whole window's mean
+  if (std::isfinite(s.loss)) {
     c_.window_loss += s.loss;
     ++c_.window_loss_steps;
+  } else {
+    ++c_.window_nonfinite_losses;
   }
+  if (std::isfinite(s.grad_norm)) {
+    c_.window_grad_norm += s.grad_norm;
+    c_.window_grad_norm_max = std::max(c_.window_grad_norm_max, s.grad_norm);
+    ++c_.window_grad_norm_steps;
+  }
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm)) ++c_.window_nonfinite;
   c_.window_ms += s.ms;
   c_.window_samples += s.samples;
   ++c_.window_steps;
   const bool logged = c_.step % o_.log_interval == 0 || c_.step == total_;
   if (logged) {
-    StepMetrics m{.step = c_.step,
-                  .epoch = per_epoch_ > 0 ? (c_.step - 1) / per_epoch_ : 0,
-                  .loss = c_.window_loss_steps > 0 ? c_.window_loss / double(c_.window_loss_steps)
-                                                   : std::numeric_limits<double>::quiet_NaN(),
-                  .lr = schedule_->lr(c_.step - 1),
-                  .scale = s.scale,
-                  .samples_per_s = double(c_.window_samples) / (c_.window_ms / 1000.0),
-                  .ms = c_.window_ms / double(c_.window_steps)};
-    c_.log.push_back(m);
-    if (metrics_.is_open()) metrics_ << metrics_json(m, run_id_) << "\n" << std::flush;
-    c_.window_loss = c_.window_ms = 0.0;
-    c_.window_steps = c_.window_samples = c_.window_loss_steps = 0;
+    c_.log.push_back(close_window(s));
+    if (metrics_.is_open()) metrics_ << metrics_json(c_.log.back(), run_id_) << "\n" << std::flush;
   }
   notify_step(s, logged ? &c_.log.back() : nullptr);
+}
+
+// The metrics line of the window that `last` ends, and a fresh window.
+StepMetrics Trainer::close_window(const StepOutcome& last) {
+  // A window with a non-finite loss has no mean: averaging over its finite steps would show
+  // a diverging run as a recovering one.
+  const bool finite = c_.window_nonfinite_losses == 0 && c_.window_loss_steps > 0;
+  StepMetrics m{.step = c_.step,
+                .epoch = per_epoch_ > 0 ? (c_.step - 1) / per_epoch_ : 0,
+                .loss = finite ? c_.window_loss / double(c_.window_loss_steps)
+                               : std::numeric_limits<double>::quiet_NaN(),
+                .lr = schedule_->lr(c_.step - 1),
+                .scale = last.scale,
+                .samples_per_s = double(c_.window_samples) / (c_.window_ms / 1000.0),
+                .ms = c_.window_ms / double(c_.window_steps),
+                .skipped = c_.window_skipped,
+                .nonfinite = c_.window_nonfinite,
+                .nonfinite_losses = c_.window_nonfinite_losses};
+  if (c_.window_grad_norm_steps > 0) {
+    m.grad_norm = c_.window_grad_norm / double(c_.window_grad_norm_steps);
+    m.grad_norm_max = c_.window_grad_norm_max;
+  }
+  c_.window_loss = c_.window_ms = c_.window_grad_norm = c_.window_grad_norm_max = 0.0;
+  c_.window_steps = c_.window_samples = c_.window_loss_steps = c_.window_grad_norm_steps = 0;
+  c_.window_skipped = c_.window_nonfinite = c_.window_nonfinite_losses = 0;
+  return m;
 }
 
 void Trainer::notify_step(const StepOutcome& s, const StepMetrics* logged) const {
@@ -222,6 +260,7 @@ void Trainer::notify_step(const StepOutcome& s, const StepMetrics* logged) const
 void Trainer::run_eval() {
   if (!c_.evals.empty() && c_.evals.back().step == c_.step) return;
   c_.evals.push_back(evaluate(model_, data_, preset_, fp8_.get(), c_.step));
+  if (metrics_.is_open()) metrics_ << metrics_json(c_.evals.back(), run_id_) << "\n" << std::flush;
   observer_.on_eval(c_.evals.back());
   if (!std::isfinite(c_.evals.back().loss))
     diverged("the evaluation loss is " + number_text(c_.evals.back().loss));

@@ -38,6 +38,7 @@ struct Before {
 struct StepOutcome {
   double loss = 0.0;
   double scale = 1.0;  // the loss scale the step used
+  double grad_norm = 0.0;  // the total gradient norm before clipping
   bool applied = false;
   bool dropped = false;  // on_nonfinite = skip dropped the batch
   int64_t samples = 0;
@@ -62,6 +63,8 @@ class Trainer {
   StepOutcome step(const data::Batch& batch, const Before& before);
   [[noreturn]] void stop_nonfinite(double loss, const Before& before);
   void record(const StepOutcome& outcome);
+  void write_metrics_history();
+  StepMetrics close_window(const StepOutcome& last);
   void run_eval();
   void check_divergence(const StepOutcome& outcome);
   [[noreturn]] void diverged(const std::string& why) const;

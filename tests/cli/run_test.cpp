@@ -76,10 +76,19 @@ TEST_F(Cli, OptimizerAndScheduleFlagsReachTheRun) {
   EXPECT_EQ(config["schedule"]["name"], "constant");
   EXPECT_EQ(config["clip_norm"], 0.0);
   std::istringstream metrics(slurp(out / "metrics.jsonl"));
-  int lines = 0;
-  for (std::string line; std::getline(metrics, line); ++lines)
-    EXPECT_EQ(json::parse(line)["lr"], 0.1);
+  int lines = 0, evals = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const json j = json::parse(line);
+    if (j["type"] == "eval") {
+      ++evals;
+      continue;
+    }
+    EXPECT_EQ(j["type"], "step");
+    EXPECT_EQ(j["lr"], 0.1);
+    ++lines;
+  }
   EXPECT_EQ(lines, 4);
+  EXPECT_GE(evals, 1);
   // Settings that do not fit the optimizer or schedule are refused before anything is written.
   for (const std::string bad :
        {"--optimizer adam --momentum 0.9", "--optimizer sgd --betas 0.9,0.99",

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "io/write_hook.h"
@@ -27,6 +28,7 @@
 #include "mixp/random.h"
 #include "mixp/train/progress.h"
 #include "support/scratch.h"
+#include "support/tolerance.h"
 #include "support/xml_check.h"
 
 namespace mixp {
@@ -222,21 +224,41 @@ TEST_F(Trainer, WritesEveryRunFile) {
   for (const char* f : {"metrics.jsonl", "summary.json", "model.safetensors", "loss.svg"})
     EXPECT_TRUE(fs::is_regular_file(dir_ / f)) << f;
 
-  // metrics.jsonl: one valid JSON object per logged step.
+  // metrics.jsonl: one valid JSON object per logged step, and one per evaluation after the
+  // step it evaluated.
   std::istringstream lines(slurp(dir_ / "metrics.jsonl"));
   std::string line;
-  size_t n = 0;
+  size_t n = 0, evals = 0;
+  int64_t last_step = 0;
   while (std::getline(lines, line)) {
     const json j = json::parse(line);
-    for (const char* k : {"step", "epoch", "loss", "lr", "scale", "samples_per_s", "ms"})
+    EXPECT_EQ(j["run_id"], r.run_id);
+    if (j["type"] == "eval") {
+      ASSERT_LT(evals, r.evals.size());
+      EXPECT_EQ(j["step"], r.evals[evals].step);
+      EXPECT_EQ(j["step"], last_step) << "an evaluation before the line of its step";
+      EXPECT_EQ(j["loss"], r.evals[evals].loss);
+      EXPECT_EQ(j["accuracy"], *r.evals[evals].accuracy);
+      EXPECT_FALSE(j.contains("bits_per_char"));
+      ++evals;
+      continue;
+    }
+    EXPECT_EQ(j["type"], "step");
+    for (const char* k : {"step", "epoch", "loss", "lr", "scale", "samples_per_s", "ms",
+                          "grad_norm", "grad_norm_max"})
       EXPECT_TRUE(j.contains(k) && j[k].is_number()) << k << " in " << line;
+    for (const char* k : {"skipped", "nonfinite", "nonfinite_losses"}) EXPECT_EQ(j[k], 0) << k;
+    EXPECT_GT(j["grad_norm"].get<double>(), 0.0);
+    EXPECT_GE(j["grad_norm_max"].get<double>(), j["grad_norm"].get<double>());
     ASSERT_LT(n, r.log.size());
     EXPECT_EQ(j["step"], r.log[n].step);
     EXPECT_EQ(j["step"].get<int64_t>(), int64_t(2 * (n + 1)));
+    last_step = j["step"].get<int64_t>();
     ++n;
   }
   EXPECT_EQ(n, 9u);
   EXPECT_EQ(n, r.log.size());
+  EXPECT_EQ(evals, 3u);  // one per epoch
 
   const json s = json::parse(slurp(dir_ / "summary.json"));
   for (const char* k : {"model", "precision", "steps", "final_train_loss", "final_eval_loss",
@@ -250,6 +272,10 @@ TEST_F(Trainer, WritesEveryRunFile) {
   EXPECT_TRUE(s["bits_per_char"].is_null());
   for (const char* tag : {"parameter", "gradient", "optimizer_state", "activation", "total"})
     EXPECT_TRUE(s["peak_memory_bytes"].contains(tag)) << tag;
+  // fp32 weights and an i64 buffer; nothing in a dtype the run never allocated.
+  EXPECT_GE(s["peak_memory_by_dtype_bytes"]["f32"].get<int64_t>(), 4 * (48 + 3));
+  EXPECT_GE(s["peak_memory_by_dtype_bytes"]["i64"].get<int64_t>(), 8);
+  EXPECT_FALSE(s["peak_memory_by_dtype_bytes"].contains("bf16"));
   EXPECT_GE(s["peak_memory_bytes"]["parameter"].get<int64_t>(), 4 * (48 + 3));
   EXPECT_EQ(s["evals"].size(), 3u);  // one per epoch
   EXPECT_EQ(s["skipped_steps"], 0);
@@ -458,11 +484,30 @@ std::map<std::string, std::vector<uint8_t>> tensor_bytes(const fs::path& file) {
   return out;
 }
 
+// Two metrics.jsonl files hold the same lines, byte for byte, once the timings and run ids
+// (separate runs) are blanked out; both have step and evaluation lines.
+void expect_same_metrics_file(const fs::path& a, const fs::path& b) {
+  const std::regex varying(R"re("(ms|samples_per_s|run_id)":("[^"]*"|[-+.0-9eE]+))re");
+  const std::string blank_a = std::regex_replace(slurp(a), varying, "\"$1\":_");
+  const std::string blank_b = std::regex_replace(slurp(b), varying, "\"$1\":_");
+  EXPECT_EQ(blank_a, blank_b);
+  EXPECT_NE(blank_a.find("\"type\":\"step\""), std::string::npos);
+  EXPECT_NE(blank_a.find("\"type\":\"eval\""), std::string::npos);
+  EXPECT_NE(blank_a.find("\"ms\":_"), std::string::npos);
+}
+
 void expect_same_history(const train::TrainResult& a, const train::TrainResult& b) {
   ASSERT_EQ(a.log.size(), b.log.size());
   for (size_t i = 0; i < a.log.size(); ++i) {
     EXPECT_EQ(a.log[i].step, b.log[i].step);
-    EXPECT_EQ(a.log[i].loss, b.log[i].loss) << "step " << a.log[i].step;  // bit for bit
+    // Bit for bit; a window with a non-finite loss is NaN in both.
+    const bool both_nan = std::isnan(a.log[i].loss) && std::isnan(b.log[i].loss);
+    if (!both_nan) {
+      EXPECT_EQ(a.log[i].loss, b.log[i].loss) << "step " << a.log[i].step;
+    }
+    EXPECT_EQ(a.log[i].grad_norm, b.log[i].grad_norm) << "step " << a.log[i].step;
+    EXPECT_EQ(a.log[i].skipped, b.log[i].skipped) << "step " << a.log[i].step;
+    EXPECT_EQ(a.log[i].nonfinite, b.log[i].nonfinite) << "step " << a.log[i].step;
     EXPECT_EQ(a.log[i].lr, b.log[i].lr);
     EXPECT_EQ(a.log[i].scale, b.log[i].scale);
   }
@@ -552,18 +597,9 @@ TEST_F(Resume, StoppedHalfwayAndResumedIsBitwiseTheStraightRun) {
     EXPECT_EQ(a.bytes, b.bytes);
     expect_same_history(a.result, b.result);
     // metrics.jsonl continues: the same lines but for the timings.
-    std::istringstream sa(slurp(dir_ / "straight" / "metrics.jsonl")),
-        sb(slurp(dir_ / "resumed" / "metrics.jsonl"));
-    std::string la, lb;
-    int lines = 0;
-    while (std::getline(sa, la)) {
-      ASSERT_TRUE(std::getline(sb, lb));
-      const json ja = json::parse(la), jb = json::parse(lb);
-      for (const char* key : {"step", "epoch", "loss", "lr", "scale"}) EXPECT_EQ(ja[key], jb[key]);
-      ++lines;
-    }
-    EXPECT_FALSE(std::getline(sb, lb));
-    EXPECT_EQ(lines, 4);
+    expect_same_metrics_file(dir_ / "straight" / "metrics.jsonl",
+                             dir_ / "resumed" / "metrics.jsonl");
+    EXPECT_EQ(b.result.log.size(), 4u);
     if (precision == "amp-fp16") {
       // The checkpoint of step 7 caught the scaler mid-growth, and the scale grew after it.
       const io::Checkpoint c =
@@ -605,6 +641,7 @@ TEST_F(Resume, TheScalerIsRestoredMidGrowth) {
     const Finished b = interrupted("amp-fp16", stop_after, dir);
     EXPECT_EQ(a.bytes, b.bytes);
     expect_same_history(a.result, b.result);
+    expect_same_metrics_file(dir_ / "straight" / "metrics.jsonl", dir / "metrics.jsonl");
   }
 }
 
@@ -928,8 +965,14 @@ TEST_F(NonFinite, NaNDataWithoutAScalerStopsNamingTheStepAndKeepsTheLastGoodStat
     EXPECT_EQ(tensor_bytes(dir / "model.safetensors"),
               tensor_bytes(dir_ / (precision + "-skip") / "model.safetensors"));
     expect_same_history(skipped_straight, resumed);
-    for (const train::StepMetrics& m : skipped_straight.log)
-      EXPECT_TRUE(std::isfinite(m.loss)) << m.step;
+    expect_same_metrics_file(dir / "metrics.jsonl",
+                             dir_ / (precision + "-skip") / "metrics.jsonl");
+    // The window of step 6 (steps 5 and 6, log_interval 2) is marked, not averaged away.
+    for (const train::StepMetrics& m : skipped_straight.log) {
+      EXPECT_EQ(std::isfinite(m.loss), m.step != 6) << m.step;
+      EXPECT_EQ(m.nonfinite_losses, m.step == 6 ? 1 : 0) << m.step;
+      EXPECT_EQ(m.skipped, m.step == 6 ? 1 : 0) << m.step;
+    }
     const json summary = json::parse(slurp(dir_ / (precision + "-skip") / "summary.json"));
     EXPECT_EQ(summary["skipped_steps"], 1);
     EXPECT_EQ(summary["nonfinite_skipped_steps"], 1);
@@ -956,6 +999,72 @@ TEST_F(NonFinite, AnInfiniteGradientWithAFiniteLossIsNamedByParameterAndElement)
     EXPECT_NE(m.find("the gradient of 'fc.bias' holds -inf at element 2"), std::string::npos) << m;
     EXPECT_NE(m.find("no checkpoint was written"), std::string::npos) << m;
   }
+}
+
+// Known gradients (every element of step s's gradient is s / 100, so its total norm is
+// s / 100 * sqrt(51)), an infinite one at step 3 and a NaN batch at step 6: each window's line
+// holds its mean and largest finite norm and counts its skipped and non-finite steps.
+TEST_F(NonFinite, MetricsWindowsHoldTheirGradientNormsAndNonFiniteSteps) {
+  TinyClassifier model(0);
+  PoisonedBlobs data(0, 5 * 16);
+  train::TrainOptions o = run_options("fp32", dir_);
+  o.on_nonfinite = train::OnNonFinite::skip;
+  o.limits.max_skipped_fraction = 0.2;
+  o.on_gradients = [](int64_t step, const std::vector<std::pair<std::string, Tensor*>>& p) {
+    if (step == 6) return;  // the NaN batch's own gradients
+    for (const auto& [name, parameter] : p) {
+      Tensor g = parameter->grad();
+      for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = float(step) / 100.0f;
+    }
+    if (step == 3) p[1].second->grad().data<float>()[0] = std::numeric_limits<float>::infinity();
+  };
+  const train::TrainResult r = train::train(model, data, o);
+  ASSERT_EQ(r.log.size(), 6u);
+  const test::Tolerance tol = test::tolerance(DType::f32, 51);
+  auto norm = [](int64_t step) { return double(float(step) / 100.0f) * std::sqrt(51.0); };
+  auto expect_near = [&](const std::optional<double>& got, double want, int64_t step) {
+    ASSERT_TRUE(got.has_value()) << step;
+    EXPECT_NEAR(*got, want, tol.atol + tol.rtol * want) << step;
+  };
+  expect_near(r.log[0].grad_norm, (norm(1) + norm(2)) / 2, 2);
+  expect_near(r.log[0].grad_norm_max, norm(2), 2);
+  expect_near(r.log[1].grad_norm, norm(4), 4);  // step 3's is infinite
+  expect_near(r.log[2].grad_norm, norm(5), 6);  // step 6's is NaN
+  expect_near(r.log[5].grad_norm_max, norm(12), 12);
+  const int64_t skipped[] = {0, 1, 1, 0, 0, 0}, nonfinite_losses[] = {0, 0, 1, 0, 0, 0};
+  for (size_t i = 0; i < r.log.size(); ++i) {
+    SCOPED_TRACE(r.log[i].step);
+    EXPECT_EQ(r.log[i].skipped, skipped[i]);
+    EXPECT_EQ(r.log[i].nonfinite, skipped[i]);
+    EXPECT_EQ(r.log[i].nonfinite_losses, nonfinite_losses[i]);
+    EXPECT_EQ(std::isfinite(r.log[i].loss), nonfinite_losses[i] == 0);
+  }
+  // In the file: the NaN window's loss is null, and the lines read back as they were.
+  std::istringstream lines(slurp(dir_ / "metrics.jsonl"));
+  size_t n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const json j = json::parse(line);
+    if (j["type"] != "step") continue;
+    ASSERT_LT(n, r.log.size());
+    EXPECT_EQ(j["loss"].is_null(), r.log[n].step == 6) << line;
+    EXPECT_EQ(j["skipped"], r.log[n].skipped) << line;
+    EXPECT_EQ(j["grad_norm"], *r.log[n].grad_norm) << line;
+    ++n;
+  }
+  EXPECT_EQ(n, r.log.size());
+  // loss.svg marks both windows that skipped a step and the one with a NaN loss, and has a
+  // marker per evaluation.
+  const std::string svg = slurp(dir_ / "loss.svg");
+  ASSERT_TRUE(test::check_xml(svg).ok);
+  auto count = [&](const std::string& what) {
+    size_t c = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++c;
+    return c;
+  };
+  EXPECT_EQ(count("<rect class=\"skipped-steps\""), 2u);
+  EXPECT_EQ(count("<rect class=\"nonfinite-loss\""), 1u);
+  EXPECT_EQ(count("<circle class=\"marker\""), r.evals.size());
+  EXPECT_GE(r.evals.size(), 2u);
 }
 
 TEST_F(NonFinite, WithAScalerNaNDataIsASkippedStepNotAnError) {

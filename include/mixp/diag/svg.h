@@ -4,7 +4,13 @@
 // labels, a title, axis labels, one polyline per curve and a legend. Every curve is exactly one
 // <path> element and nothing else in the file is a <path> (axes, ticks and legend swatches are
 // <line>s), so a reader can count the curves. Non-finite points break a curve's line (the path
-// moves on to the next finite point) and do not affect the axis ranges.
+// moves on to the next finite point) and do not affect the axis ranges. A curve with markers
+// also has a <circle class="marker"> at each finite point (evaluations: each one shows).
+// Spans shade ranges of x behind the curves, each a <rect> whose class names its kind
+// ("skipped-steps", "nonfinite-loss"), with a legend entry per kind shown.
+//
+// A bar chart: horizontal bars, a group per category and a bar (<rect class="bar">) per series
+// in each, on a value axis from 0 (memory by tag, one series per run).
 //
 // And the histogram of log2 magnitudes in the form of Micikevicius et al. 2018, Fig. 3: one bar
 // per binade [2^e, 2^(e+1)) (its height the fraction of the non-zero values in it), over shaded
@@ -16,10 +22,15 @@
 // Example:
 //
 //   mixp::diag::Curve train{.label = "train", .x = {1, 2, 3}, .y = {2.3, 1.1, 0.7}};
-//   mixp::diag::write_line_plot("loss.svg", {train},
-//                               {.title = "loss", .x_label = "step", .y_label = "loss"});
+//   mixp::diag::Curve eval{.label = "eval", .x = {3}, .y = {0.9}, .markers = true};
+//   mixp::diag::write_line_plot(
+//       "loss.svg", {train, eval},
+//       {.title = "loss", .x_label = "step", .y_label = "loss",
+//        .spans = {{.kind = mixp::diag::SpanKind::skipped_steps, .from = 1, .to = 2,
+//                   .label = "1 step skipped"}}});
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,6 +41,19 @@ namespace mixp::diag {
 struct Curve {
   std::string label{};
   std::vector<double> x{}, y{};  ///< the same length
+  bool markers = false;          ///< a circle at every finite point, besides the line
+};
+
+/// What a span of x marks. Append-only: the values name CSS classes readers may look for.
+enum class SpanKind : uint8_t {
+  skipped_steps = 0,   ///< steps without an update ("skipped-steps")
+  nonfinite_loss = 1,  ///< steps whose loss was a NaN or an infinity ("nonfinite-loss")
+};
+
+struct Span {
+  SpanKind kind = SpanKind::skipped_steps;
+  double from = 0.0, to = 0.0;  ///< the x range; at least 3 pixels wide when drawn
+  std::string label{};          ///< its tooltip
 };
 
 struct PlotOptions {
@@ -38,6 +62,13 @@ struct PlotOptions {
   std::string y_label{};
   int width = 800;   ///< pixels
   int height = 500;  ///< pixels
+  std::vector<Span> spans{};  ///< shaded behind the curves; they widen the x range to fit
+};
+
+/// One series of a bar chart: a value per category.
+struct BarSeries {
+  std::string label{};
+  std::vector<double> values{};
 };
 
 /// The SVG text of the plot. Throws mixp::Error when a curve's x and y differ in length.
@@ -45,6 +76,13 @@ std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& o
 /// Writes line_plot_svg(...) to `path` atomically.
 void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
                      const PlotOptions& options);
+
+/// The SVG text of a bar chart: per category, one horizontal bar per series, with the value
+/// in `value_label`'s unit (ticks and tooltips). Throws mixp::Error when a series has not one
+/// value per category or a value is negative or not finite. options.height is a minimum: the
+/// chart grows to give every bar 12 pixels.
+std::string bar_chart_svg(const std::vector<std::string>& categories,
+                          const std::vector<BarSeries>& series, const PlotOptions& options);
 
 struct Log2Histogram {
   std::string title{};

@@ -40,17 +40,28 @@
 // (flock of ".lock", which names the process holding it). A new run refuses a folder that holds
 // another run's files, naming them, unless options.overwrite, which deletes them first.
 //   run.json           the run's id and configuration, written at its start
-//   metrics.jsonl      one JSON object per logged step: run_id, step, epoch, loss (the mean over
-//                      the steps since the previous line), lr, scale, samples_per_s, ms
+//   metrics.jsonl      one JSON object per line, each written when it happens:
+//                      "type":"step" every log_interval steps: run_id, step, epoch, loss (the
+//                      mean over the steps since the previous line; null when any of them had
+//                      a non-finite loss), lr, scale, samples_per_s, ms, grad_norm and
+//                      grad_norm_max (the total gradient norm before clipping, over the
+//                      window's steps whose norm was finite; null when none), skipped,
+//                      nonfinite and nonfinite_losses (the window's steps without an update,
+//                      with a NaN or infinite loss or gradient, with a NaN or infinite loss);
+//                      "type":"eval" at every evaluation: run_id, step, loss, and accuracy or
+//                      bits_per_char. Files of older versions have step lines without "type".
 //   checkpoint-<step>.safetensors  every checkpoint_every steps and when stop_requested() says
 //                      so: every part's state_dict() (see Checkpoints); the newest
 //                      keep_checkpoints of this run stay
 //   model.safetensors  the named parameters and buffers in their dtypes; its metadata holds the
 //                      run id and the whole configuration (options.config)
-//   loss.svg           training loss per logged step and evaluation loss
+//   loss.svg           training loss per logged step and evaluation loss (a marker per
+//                      evaluation), with the windows that skipped steps or had a non-finite
+//                      loss shaded
 //   summary.json       written last: the run is finished when it exists. The run id, the
 //                      configuration, mixp's version, final losses, accuracy or bits per char,
-//                      speed, peak memory by tag, the loss scale, skipped steps, every evaluation
+//                      speed, peak memory by tag and by dtype, the loss scale, skipped steps,
+//                      every evaluation
 //
 // Checkpoints (mixp/io/checkpoint.h: checksummed, versioned, one run id) hold the union of the
 // parts' state_dict()s, one prefix each: "model/" (parameters, buffers, the dropout generator),
@@ -194,14 +205,21 @@ struct DivergenceLimits {
   double max_skipped_fraction = 0.05;  ///< batches on_nonfinite = skip dropped, of all steps
 };
 
+/// One metrics line: the window of steps since the previous one.
 struct StepMetrics {
   int64_t step = 0;   ///< steps done, from 1
   int64_t epoch = 0;  ///< the epoch the step belongs to, from 0
-  double loss = 0.0;
+  double loss = 0.0;  ///< the window's mean; NaN when any step's loss was not finite
   double lr = 0.0;
   double scale = 1.0;
   double samples_per_s = 0.0;
   double ms = 0.0;
+  /// The mean and the largest total gradient norm before clipping, over the window's steps
+  /// whose norm was finite; nothing when none was.
+  std::optional<double> grad_norm{}, grad_norm_max{};
+  int64_t skipped = 0;           ///< steps of the window without an update
+  int64_t nonfinite = 0;         ///< steps whose loss or gradient held a NaN or an infinity
+  int64_t nonfinite_losses = 0;  ///< steps whose loss was a NaN or an infinity
 };
 
 struct EvalMetrics {
@@ -304,6 +322,7 @@ struct TrainResult {
   double median_step_ms = 0.0;
   double samples_per_s = 0.0;  ///< training samples over training time (evaluation excluded)
   std::map<std::string, int64_t> peak_memory;  ///< bytes by MemoryTag name, and "total"
+  std::map<std::string, int64_t> peak_memory_by_dtype;  ///< bytes by dtype name (those used)
   double final_loss_scale = 1.0;
   int64_t skipped_steps = 0;    ///< steps without an update: by the scaler or on_nonfinite
   int64_t nonfinite_steps = 0;  ///< of those, the batches on_nonfinite = skip dropped
@@ -333,6 +352,8 @@ TrainResult train(TrainModel& model, DataSource& data, const TrainOptions& optio
 std::string summary_json(const TrainResult& result);
 /// metrics.jsonl's line for one step, without the newline.
 std::string metrics_json(const StepMetrics& metrics, const std::string& run_id = "");
+/// metrics.jsonl's line for one evaluation, without the newline.
+std::string metrics_json(const EvalMetrics& eval, const std::string& run_id = "");
 
 /// mixp's version, "0.1.0".
 const char* version();
@@ -347,6 +368,7 @@ struct CompareRow {
   std::string precision;
   TrainResult result;
   std::string error;                ///< the reason it failed; empty when it finished
+  std::string run_dir{};            ///< compare.json's run_dir; empty: the precision
   double speed_vs_baseline = 1.0;   ///< samples/s over the baseline's
   double memory_vs_baseline = 1.0;  ///< peak total memory over the baseline's
   bool failed() const { return !error.empty(); }
@@ -366,6 +388,13 @@ struct CompareResult {
 /// stop_requested() stops a run, the table holds what finished and compare returns.
 CompareResult compare(const std::function<RunInputs()>& make,
                       const std::vector<std::string>& precisions, const TrainOptions& options);
+
+/// compare()'s table, compare.json and compare.svg rebuilt from finished run folders (their
+/// summary.json and metrics.jsonl), without training, into out_dir. Rows are labelled by
+/// precision, or by folder name when two runs share one. Throws mixp::Error naming every
+/// folder that is not a finished run (no summary.json), before writing anything.
+CompareResult compare_finished(const std::vector<std::string>& run_dirs,
+                               const std::string& out_dir);
 
 /// The table of compare()'s result.
 std::string compare_table(const CompareResult& result);
