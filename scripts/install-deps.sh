@@ -16,6 +16,7 @@ packages=(
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (scripts/fuzz.sh)
   dataset-fashion-mnist         # the default data set, in /usr/share/datasets
   bible-kjv                     # the default text corpus: scripts/make-kjv.sh
+  chromium                      # headless, renders mixp report's HTML in its test
 )
 
 missing=()

@@ -86,8 +86,15 @@ struct Frame {
   double left = 80, right = 180, top = 40, bottom = 60;
   double w = 0, h = 0;
   Range xr, yr;
+  bool log_y = false;  // yr, py() and the y ticks are in log10 units
   double px(double x) const { return left + (x - xr.low) / (xr.high - xr.low) * w; }
   double py(double y) const { return top + h - (y - yr.low) / (yr.high - yr.low) * h; }
+  // A data value on the y scale: its log10 on a log scale, where values <= 0 have no place.
+  double fy(double y) const {
+    if (!log_y) return y;
+    return y > 0 ? std::log10(y) : std::numeric_limits<double>::quiet_NaN();
+  }
+  std::string y_tick_label(double t) const { return tick_label(log_y ? std::pow(10.0, t) : t); }
 };
 
 std::string svg_open(int width, int height) {
@@ -126,7 +133,7 @@ std::string axes_svg(const Frame& f, const std::vector<double>& xt, const std::v
   for (double t : yt)
     if (y_shown(t))
       s += "<text x=\"" + num(f.left - 8) + "\" y=\"" + num(f.py(t) + 4) +
-           "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
+           "\" text-anchor=\"end\">" + f.y_tick_label(t) + "</text>\n";
   s += "<text x=\"" + num(f.left + f.w / 2) + "\" y=\"" + num(options.height - 16.0) +
        "\" text-anchor=\"middle\">" + escape(options.x_label) + "</text>\n";
   s += "<text x=\"20\" y=\"" + num(f.top + f.h / 2) +
@@ -173,11 +180,11 @@ std::string curves_svg(const Frame& f, const std::vector<Curve>& curves) {
     std::string d, markers;
     bool pen_down = false;
     for (size_t i = 0; i < curve.x.size(); ++i) {
-      if (!std::isfinite(curve.x[i]) || !std::isfinite(curve.y[i])) {
+      if (!std::isfinite(curve.x[i]) || !std::isfinite(f.fy(curve.y[i]))) {
         pen_down = false;
         continue;
       }
-      const double x = f.px(curve.x[i]), y = f.py(curve.y[i]);
+      const double x = f.px(curve.x[i]), y = f.py(f.fy(curve.y[i]));
       d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + num(x) + " " + num(y);
       pen_down = true;
       if (curve.markers)
@@ -222,13 +229,14 @@ std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& o
              "line_plot_svg: the plot must be at least 200 x 150 pixels, got ", options.width,
              " x ", options.height);
   Frame f;
+  f.log_y = options.log_y;
   for (const Curve& c : curves) {
     MIXP_CHECK(c.x.size() == c.y.size(), "line_plot_svg: curve '", c.label, "' has ", c.x.size(),
                " x values and ", c.y.size(), " y values");
     for (size_t i = 0; i < c.x.size(); ++i) {
-      if (!std::isfinite(c.x[i]) || !std::isfinite(c.y[i])) continue;
+      if (!std::isfinite(c.x[i]) || !std::isfinite(f.fy(c.y[i]))) continue;
       f.xr.add(c.x[i]);
-      f.yr.add(c.y[i]);
+      f.yr.add(f.fy(c.y[i]));
     }
   }
   for (const Span& span : options.spans) f.xr.add(span.from), f.xr.add(span.to);
@@ -245,6 +253,14 @@ std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& o
   return svg_open(options.width, options.height) + spans_svg(f, options.spans) +
          axes_svg(f, xt, yt, options) + curves_svg(f, curves) +
          legend_svg(f, curves, options.spans) + "</svg>\n";
+}
+
+bool spans_decades(const std::vector<Curve>& curves, double decades) {
+  Range r;
+  for (const Curve& c : curves)
+    for (double y : c.y)
+      if (y > 0) r.add(y);
+  return r.low <= r.high && std::log10(r.high / r.low) > decades;
 }
 
 void write_line_plot(const std::string& path, const std::vector<Curve>& curves,

@@ -110,9 +110,12 @@ std::vector<diag::Span> step_spans(const TrainResult& r) {
 }
 
 diag::PlotOptions loss_plot_options(const TrainResult& r) {
+  const bool log_y = diag::spans_decades(loss_curves(r, ""));
+  const std::string loss = r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss";
   return {.x_label = "step",
-          .y_label = r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss",
-          .spans = step_spans(r)};
+          .y_label = log_y ? loss + " (log scale)" : loss,
+          .spans = step_spans(r),
+          .log_y = log_y};
 }
 
 json step_json(const StepMetrics& m) {

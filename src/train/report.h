@@ -38,7 +38,8 @@ MetricsFile read_metrics(const std::string& path);
 std::vector<diag::Curve> loss_curves(const TrainResult& result, const std::string& prefix);
 /// A span per metrics window that skipped steps, and one per window with a non-finite loss.
 std::vector<diag::Span> step_spans(const TrainResult& result);
-/// loss.svg's axis labels and spans, without a title.
+/// loss.svg's axis labels and spans, without a title; a log y axis when the losses span more
+/// than two powers of ten (a diverging run).
 diag::PlotOptions loss_plot_options(const TrainResult& result);
 
 /// A finished run read back from its folder's summary.json and metrics.jsonl (for compare's

@@ -47,6 +47,62 @@ TEST(Svg, NonFinitePointsBreakTheLine) {
   EXPECT_EQ(svg.find("nan"), std::string::npos);
 }
 
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Svg, MarkersShowEveryFinitePointAndSpansTheirKind) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const diag::Curve train{.label = "train", .x = {1, 2, 3, 4}, .y = {3, 2, nan, 1}};
+  const diag::Curve eval{.label = "eval", .x = {2, 4, 6}, .y = {2.5, nan, 1.5}, .markers = true};
+  const std::string svg = diag::line_plot_svg(
+      {train, eval},
+      {.spans = {{.kind = diag::SpanKind::skipped_steps, .from = 2, .to = 4, .label = "2 <skipped>"},
+                 {.kind = diag::SpanKind::skipped_steps, .from = 4, .to = 5, .label = "1"}}});
+  const test::XmlCheck x = test::check_xml(svg);
+  ASSERT_TRUE(x.ok) << x.error;
+  EXPECT_EQ(x.elements.at("path"), 2);
+  EXPECT_EQ(x.elements.at("circle"), 2);  // the evaluation's finite points only
+  EXPECT_EQ(count(svg, "<rect class=\"skipped-steps\""), 2u);
+  EXPECT_EQ(count(svg, "<rect class=\"nonfinite-loss\""), 0u);
+  EXPECT_EQ(count(svg, ">skipped steps</text>"), 1u);  // one legend entry per kind shown
+  EXPECT_EQ(count(svg, ">non-finite loss</text>"), 0u);
+  EXPECT_NE(svg.find("2 &lt;skipped&gt;"), std::string::npos);
+}
+
+TEST(Svg, ALogScaleLeavesOutValuesThatAreNotPositive) {
+  const diag::Curve c{.label = "c", .x = {0, 1, 2, 3}, .y = {1, 10, 0, 1000}};
+  EXPECT_TRUE(diag::spans_decades({c}));
+  EXPECT_FALSE(diag::spans_decades({c}, 3.0));
+  EXPECT_FALSE(diag::spans_decades({{.label = "flat", .x = {0, 1}, .y = {2, 150}}}));
+  const std::string svg = diag::line_plot_svg({c}, {.log_y = true});
+  ASSERT_TRUE(test::check_xml(svg).ok);
+  const size_t d = svg.find(" d=\"");
+  const std::string path = svg.substr(d, svg.find('"', d + 4) - d);
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'M'), 2);  // broken at the zero
+  EXPECT_EQ(std::count(path.begin(), path.end(), 'L'), 1);
+  EXPECT_NE(svg.find(">1000</text>"), std::string::npos);  // ticks labelled as values
+}
+
+TEST(Svg, BarChartHasABarPerSeriesAndCategory) {
+  const std::vector<std::string> categories = {"parameter", "gradient", "activation <all>"};
+  const std::string svg = diag::bar_chart_svg(
+      categories, {{.label = "fp32", .values = {4, 4, 10}}, {.label = "bf16", .values = {2, 2, 0}}},
+      {.title = "memory", .x_label = "MiB", .height = 100});
+  const test::XmlCheck x = test::check_xml(svg);
+  ASSERT_TRUE(x.ok) << x.error;
+  EXPECT_EQ(count(svg, "<rect class=\"bar\""), 6u);
+  EXPECT_NE(svg.find("bf16, gradient: 2 MiB"), std::string::npos);
+  // The height grows to fit every bar: 3 groups of 2 bars.
+  const size_t h = svg.find("height=\"");
+  EXPECT_GE(std::stoi(svg.substr(h + 8)), 3 * 2 * 12);
+  EXPECT_THROW(diag::bar_chart_svg(categories, {{.label = "short", .values = {1}}}, {}), Error);
+  EXPECT_THROW(diag::bar_chart_svg(categories, {{.label = "neg", .values = {1, -1, 1}}}, {}),
+               Error);
+}
+
 TEST(Svg, MismatchedCurveIsAnError) {
   EXPECT_THROW(diag::line_plot_svg({{.label = "c", .x = {1, 2}, .y = {1}}}, {}), Error);
   EXPECT_THROW(diag::line_plot_svg({}, {.width = 10, .height = 10}), Error);

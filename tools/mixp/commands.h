@@ -61,6 +61,7 @@ struct TrainCommandOptions {
   int64_t checkpoint_every = 0;       ///< steps between checkpoints; 0: none
   std::string resume;                 ///< train: continue the run in this folder
   bool resume_compare = false;        ///< compare: finish the precisions of --out
+  std::vector<std::string> from;      ///< compare: finished run folders to compare, untrained
   bool overwrite = false;             ///< replace another run's files in the folder
   std::string on_nonfinite = "stop";  ///< stop or skip (TrainOptions::on_nonfinite)
   std::string optimizer = "adamw";
@@ -99,5 +100,13 @@ struct InspectCommandOptions {
 };
 void add_inspect_flags(CLI::App& command, InspectCommandOptions& options);
 int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);
+
+/// mixp report: one self-contained HTML file of run, compare and inspect folders.
+struct ReportCommandOptions {
+  std::vector<std::string> folders;
+  std::string out;  ///< empty: report.html in the first folder
+};
+void add_report_flags(CLI::App& command, ReportCommandOptions& options);
+int run_report_command(const ReportCommandOptions& options, std::FILE* out);
 
 }  // namespace mixp::cli

@@ -12,7 +12,26 @@ namespace mixp::cli {
 
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out);
 
+namespace {
+
+// --from: the comparison of finished runs, read back.
+int compare_finished_runs(const TrainCommandOptions& o, std::FILE* out) {
+  for (const std::string& flag : o.given)
+    MIXP_CHECK(flag == "--from" || flag == "--out", "--from compares finished runs as they are; ",
+               flag, " does not go with it");
+  const std::string dir = o.out.empty() ? "runs/compare" : o.out;
+  const train::CompareResult r = train::compare_finished(o.from, dir);
+  std::fputs(train::compare_table(r).c_str(), out);
+  std::fprintf(out, "wrote %s/compare.json and %s/compare.svg\n", dir.c_str(), dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int run_compare_command(const TrainCommandOptions& o, std::FILE* out) {
+  if (!o.from.empty()) return compare_finished_runs(o, out);
+  MIXP_CHECK(!o.model.empty() && !o.precisions.empty(),
+             "compare needs --model and --precisions, or --from with finished run folders");
   std::vector<std::string> precisions;
   std::stringstream list(o.precisions);
   for (std::string name; std::getline(list, name, ',');) {

@@ -78,6 +78,11 @@ int main_checked(int argc, char** argv) {
       "the loss scale, and the safe loss scales; SVG histograms and JSON");
   mixp::cli::add_inspect_flags(*inspect_cmd, inspect);
 
+  mixp::cli::ReportCommandOptions report;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "one self-contained HTML file of run, compare and inspect folders");
+  mixp::cli::add_report_flags(*report_cmd, report);
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -152,7 +157,11 @@ int main_checked(int argc, char** argv) {
     mixp::cli::record_given_flags(*train_cmd, train);
     return mixp::cli::run_train_command(train, stdout);
   }
-  if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
+  if (*compare_cmd) {
+    mixp::cli::record_given_flags(*compare_cmd, compare);
+    return mixp::cli::run_compare_command(compare, stdout);
+  }
+  if (*report_cmd) return mixp::cli::run_report_command(report, stdout);
   if (*inspect_cmd) return mixp::cli::run_inspect_command(inspect, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);

@@ -75,6 +75,9 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_flag("--overwrite", o.overwrite,
                    "start even if the folder holds another run's files: delete them first");
   if (compare) {
+    command.add_option("--from", o.from,
+                       "rebuild the table, compare.json and compare.svg in --out from these "
+                       "finished run folders, without training");
     command.add_flag("--resume", o.resume_compare,
                      "finish the compare in --out: finished precisions are kept, interrupted "
                      "ones resume from their checkpoints, the others start");
@@ -157,9 +160,8 @@ void check_optimizer_flags(const TrainCommandOptions& o) {
 }  // namespace
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
-  CLI::Option* model = command.add_option(
+  command.add_option(
       "--model", o.model, "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
-  if (compare) model->required();
   command.add_option("--data", o.data,
                      "a folder of IDX files (classifiers; default "
                      "/usr/share/datasets/fashion-mnist) or a text file (language models; "
@@ -167,8 +169,8 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   if (compare)
     command
         .add_option("--precisions", o.precisions,
-                    "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16")
-        ->required();
+                    "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16 (needed, with "
+                    "--model, unless --from)");
   else
     command.add_option(
         "--precision", o.precision,

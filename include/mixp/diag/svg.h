@@ -63,7 +63,12 @@ struct PlotOptions {
   int width = 800;   ///< pixels
   int height = 500;  ///< pixels
   std::vector<Span> spans{};  ///< shaded behind the curves; they widen the x range to fit
+  bool log_y = false;         ///< a log10 y axis, on which values <= 0 are left out like NaNs
 };
+
+/// Whether the positive finite y values of `curves` span more than `decades` powers of ten: a
+/// plot of them reads better with log_y.
+bool spans_decades(const std::vector<Curve>& curves, double decades = 2.0);
 
 /// One series of a bar chart: a value per category.
 struct BarSeries {

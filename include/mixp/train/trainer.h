@@ -57,7 +57,7 @@
 //                      run id and the whole configuration (options.config)
 //   loss.svg           training loss per logged step and evaluation loss (a marker per
 //                      evaluation), with the windows that skipped steps or had a non-finite
-//                      loss shaded
+//                      loss shaded; on a log scale when the losses span over 100x
 //   summary.json       written last: the run is finished when it exists. The run id, the
 //                      configuration, mixp's version, final losses, accuracy or bits per char,
 //                      speed, peak memory by tag and by dtype, the loss scale, skipped steps,
