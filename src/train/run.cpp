@@ -13,6 +13,7 @@
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
+#include "train/builtin_model.h"
 #include "train/run_folder.h"
 
 namespace mixp::train {
@@ -22,33 +23,6 @@ constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kKjv = "data/kjv.txt";
 // Fashion-MNIST's pixel statistics (torchvision's usual normalization for it).
 constexpr double kImageMean = 0.2860, kImageStd = 0.3530;
-constexpr int64_t kEvalWindows = 20;
-constexpr uint64_t kEvalSeedOffset = 0x5eed;
-
-class BuiltinModel : public TrainModel {
- public:
-  explicit BuiltinModel(std::unique_ptr<nn::Model> model) : model_(std::move(model)) {}
-  Tensor forward(const Tensor& x) override { return model_->forward(x); }
-  nn::Task task() const override { return model_->task(); }
-  nn::Module* module() override { return model_.get(); }
-  std::vector<std::pair<std::string, Tensor*>> named_parameters() override {
-    return model_->named_parameters();
-  }
-  std::vector<std::pair<std::string, Tensor*>> named_buffers() override {
-    return model_->named_buffers();
-  }
-  std::vector<bool> norm_parameter_flags() override { return model_->norm_parameter_flags(); }
-  void set_training(bool training) override { model_->train(training); }
-  std::optional<PhiloxState> generator_state() const override {
-    return model_->generator().state();
-  }
-  void set_generator_state(const PhiloxState& state) override {
-    model_->generator().set_state(state);
-  }
-
- private:
-  std::unique_ptr<nn::Model> model_;
-};
 
 class ImageSource : public DataSource {
  public:
@@ -83,7 +57,6 @@ class TextSource : public DataSource {
       : text_(std::move(text)),
         batch_(batch),
         context_(context),
-        seed_(seed),
         train_(text_->train_tokens, {.batch_size = batch, .context = context, .seed = seed}) {}
   std::optional<data::Batch> next_train() override { return train_.next(); }
   int64_t batches_per_epoch() const override { return 0; }
@@ -91,16 +64,12 @@ class TextSource : public DataSource {
   void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
   int64_t batch_size() const override { return batch_; }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
-    data::TextLoader val(
-        text_->validation_tokens,
-        {.batch_size = batch_, .context = context_, .seed = seed_ + kEvalSeedOffset});
-    for (int64_t i = 0; i < kEvalWindows; ++i) visit(val.next());
+    data::for_each_text_window(text_->validation_tokens, context_, batch_, visit);
   }
 
  private:
   std::shared_ptr<const data::CharText> text_;
   int64_t batch_, context_;
-  uint64_t seed_;
   data::TextLoader train_;
 };
 
@@ -146,6 +115,7 @@ std::string data_path(const RunConfig& config) {
 // Everything a run needs that is loaded once: the data, and the factory of fresh inputs.
 struct Prepared {
   TrainOptions options;
+  nn::ModelConfig model;  // the shape the data gives (classes, image size, vocabulary)
   std::function<RunInputs()> make;
   std::optional<DataFingerprint> data;  // none for synthetic data
 };
@@ -158,6 +128,25 @@ uint32_t crc32_of(uint32_t crc, const Tensor& t) {
     done += chunk;
   }
   return crc;
+}
+
+// The tokens' crc32 and size as 8-byte ids, which is how runs recorded them before tokens were
+// held in one byte: a run started then resumes with the same fingerprint.
+DataFingerprint fingerprint_of_tokens(const std::string& path, const Tensor& tokens) {
+  DataFingerprint f;
+  f.path = path;
+  f.crc32 = uint32_t(::crc32(0L, Z_NULL, 0));
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<int64_t> wide(static_cast<size_t>(kChunk));
+  const uint8_t* narrow = tokens.data<uint8_t>();
+  for (int64_t done = 0, n = tokens.numel(); done < n; done += kChunk) {
+    const int64_t count = std::min(kChunk, n - done);
+    std::copy(narrow + done, narrow + done + count, wide.begin());
+    f.crc32 = uint32_t(::crc32(f.crc32, reinterpret_cast<const Bytef*>(wide.data()),
+                               uInt(count * int64_t(sizeof(int64_t)))));
+  }
+  f.bytes = tokens.numel() * int64_t(sizeof(int64_t));
+  return f;
 }
 
 DataFingerprint fingerprint_of(const std::string& path, const std::vector<Tensor>& train_split) {
@@ -196,6 +185,7 @@ Prepared prepare_regression(const RunConfig& config) {
   const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
   nn::ModelConfig model = config.model;
   Prepared p;
+  p.model = model;
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
                      std::make_unique<RegressionSource>(data, batch)};
@@ -217,6 +207,7 @@ Prepared prepare_images(const RunConfig& config, const std::string& path) {
   model.image_size = data->train.images.size(2);
   const uint64_t seed = config.train.seed;
   Prepared p;
+  p.model = model;
   p.data = fingerprint_of(path, {data->train.images, data->train.labels});
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
@@ -232,17 +223,24 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
                    "repository root, or pass --data FILE"
                  : ": --data must be a text file");
   const int64_t batch = config.batch > 0 ? config.batch : 16;
-  auto text = std::make_shared<const data::CharText>(data::load_char_text(path));
+  MIXP_CHECK(config.val_fraction > 0 && config.val_fraction < 1,
+             "the validation fraction must be in (0, 1), got ", config.val_fraction);
+  auto text = std::make_shared<const data::CharText>(
+      data::load_char_text(path, {.validation_fraction = config.val_fraction}));
+  MIXP_CHECK(text->validation_tokens.numel() >= 2, path, ": the validation split holds ",
+             text->validation_tokens.numel(),
+             " characters; at least 2 are needed. Use a longer text or a larger --val-fraction");
   nn::ModelConfig model = config.model;
   model.vocab = int64_t(text->vocabulary.size());
   const int64_t context = model.context;
   Prepared p;
+  p.model = model;
   p.options.steps = config.train.steps;
   if (p.options.steps == 0) {
     const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
     p.options.steps = config.train.epochs * per_epoch;
   }
-  p.data = fingerprint_of(path, {text->train_tokens});
+  p.data = fingerprint_of_tokens(path, text->train_tokens);
   p.data->vocabulary = text->vocabulary;
   const uint64_t seed = config.train.seed;
   p.make = [text, model, batch, context, seed] {
@@ -269,6 +267,7 @@ Prepared prepare(RunConfig config) {
   p.options.model_name = config.model.name;
   if (config.fingerprint && p.data) check_fingerprint(*config.fingerprint, *p.data);
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
+  config.model = p.model;  // so that the stored config rebuilds the model alone
   if (p.options.config.empty())
     p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
   return p;
@@ -383,9 +382,12 @@ std::string run_config_json(const RunConfig& c, const DataFingerprint* data) {
                         {"width", m.width},
                         {"context", m.context},
                         {"dropout", m.dropout},
-                        {"classes", m.classes}}},
+                        {"classes", m.classes},
+                        {"image_size", m.image_size},
+                        {"vocab", m.vocab}}},
                       {"data", c.data},
                       {"batch", c.batch},
+                      {"val_fraction", c.val_fraction},
                       {"train", train_json(c.train)},
                       {"mixp_version", version()}};
   const DataFingerprint* f = data ? data : (c.fingerprint ? &*c.fingerprint : nullptr);
@@ -407,8 +409,11 @@ RunConfig run_config_from_json(const std::string& text) {
     c.model.context = m.at("context").get<int64_t>();
     c.model.dropout = m.at("dropout").get<double>();
     c.model.classes = m.at("classes").get<decltype(c.model.classes)>();
+    c.model.image_size = m.value("image_size", c.model.image_size);  // absent in older runs
+    c.model.vocab = m.value("vocab", c.model.vocab);
     c.data = j.at("data").get<std::string>();
     c.batch = j.at("batch").get<int64_t>();
+    c.val_fraction = j.value("val_fraction", 0.1);
     read_train_settings(j.at("train"), c.train);
     if (const auto f = j.find("data_fingerprint"); f != j.end())
       c.fingerprint = DataFingerprint{.path = f->at("path").get<std::string>(),
