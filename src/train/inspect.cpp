@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "mixp/amp/autocast.h"
@@ -15,6 +16,7 @@
 #include "mixp/diag/svg.h"
 #include "mixp/error.h"
 #include "mixp/io/safetensors.h"
+#include "mixp/train/trained_model.h"
 
 namespace mixp::train {
 namespace {
@@ -247,6 +249,26 @@ void write_inspect_files(const InspectResult& result, const std::string& out_dir
                      result.loss_scale));
 }
 
+// The trained run's configuration, under the preset and for the steps asked.
+RunConfig trained_run_config(const TrainedModel& trained, const TrainOptions& asked) {
+  RunConfig run = trained.config;
+  if (!asked.precision.empty()) run.train.precision = asked.precision;
+  run.train.steps = asked.steps;
+  run.train.threads = asked.threads;
+  run.train.config.clear();  // the configuration of this inspection, not the run's
+  return run;
+}
+
+// The trained weights, copied into the fresh model of the same configuration.
+void load_trained_weights(TrainModel& model, const TrainedModel& trained) {
+  auto* target = dynamic_cast<nn::Model*>(model.module());
+  MIXP_ASSERT(target != nullptr, "a built-in model is not an nn::Model");
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, p] : trained.model->named_parameters()) tensors.emplace(name, *p);
+  for (const auto& [name, b] : trained.model->named_buffers()) tensors.emplace(name, *b);
+  load_weights(*target, tensors, trained.source);
+}
+
 }  // namespace
 
 InspectResult run_inspect(const InspectOptions& options) {
@@ -255,7 +277,9 @@ InspectResult run_inspect(const InspectOptions& options) {
              options.keep);
   MIXP_CHECK(options.run.train.steps >= 0, "inspect: steps must be >= 0, got ",
              options.run.train.steps);
-  RunConfig run = options.run;
+  std::optional<TrainedModel> trained;
+  if (!options.from.empty()) trained = load_trained_model(options.from);
+  RunConfig run = trained ? trained_run_config(*trained, options.run.train) : options.run;
   run.train.out_dir.clear();
   run.train.checkpoint_every = 0;
   run.train.resume = false;
@@ -267,6 +291,7 @@ InspectResult run_inspect(const InspectOptions& options) {
   DataSource& data = *prepared.inputs.data;
   nn::Module* module = model.module();
   MIXP_CHECK(module != nullptr, "inspect: the model has no modules to hook");
+  if (trained) load_trained_weights(model, *trained);
 
   diag::CollectorOptions collect{.every = 1};
   for (const Format& f : options.extra_formats)
@@ -278,6 +303,10 @@ InspectResult run_inspect(const InspectOptions& options) {
   result.train.model_name = prepared.options.model_name;
   result.train.precision = preset.name;
   result.train.task = model.task();
+  if (trained) {
+    result.source = trained->source;
+    result.source_step = trained->step;
+  }
   if (training) {
     diag::Collector collector(*module, every);
     prepared.options.hooks.before_forward = [&](int64_t step, double scale) {
@@ -337,6 +366,9 @@ std::string inspect_table(const InspectResult& r) {
                 "activation gradients of an fp32 probe step, unscaled, against fp16:\n",
                 r.train.model_name.c_str(), r.train.precision.c_str(), (long long)r.train.steps,
                 r.loss, r.loss_scale, k - 1, (long long)r.train.skipped_steps);
+  if (!r.source.empty())
+    out += "trained weights from " + r.source +
+           (r.source_step > 0 ? " (step " + std::to_string(r.source_step) + ")\n" : "\n");
   out += buf;
   size_t width = 5;
   for (const LayerInspection& l : r.layers) width = std::max(width, l.layer.size());
@@ -399,7 +431,7 @@ std::string inspect_json(const InspectResult& r) {
                        {"max_abs", rec.stats.max_abs},
                        {"fp16_underflow_unscaled", fp16_zero}});
   }
-  const json j = {{"model", r.train.model_name},
+  json j = {{"model", r.train.model_name},
                   {"precision", r.train.precision},
                   {"steps", r.train.steps},
                   {"loss", r.loss},
@@ -409,6 +441,10 @@ std::string inspect_json(const InspectResult& r) {
                   {"all", layer_json(r.model)},
                   {"advice", advice},
                   {"training_records", records}};
+  if (!r.source.empty()) {
+    j["source"] = r.source;
+    j["source_step"] = r.source_step;
+  }
   return j.dump(2) + "\n";
 }
 

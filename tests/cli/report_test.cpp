@@ -1,11 +1,13 @@
 // Looking at runs after the fact: `mixp compare --from` rebuilds a comparison from finished
-// folders, and `mixp report` writes one HTML file that a headless Chromium renders whole.
+// folders, `mixp inspect --from` inspects a trained model, and `mixp report` writes one HTML
+// file that a headless Chromium renders whole.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "cli/cli_fixture.h"
+#include "mixp/io/checkpoint.h"
 
 namespace mixp::cli_test {
 namespace {
@@ -71,6 +73,60 @@ TEST_F(Cli, CompareFromRebuildsTheComparisonOfFinishedRuns) {
                            out2.string() + "'");
   EXPECT_EQ(f.status, 2);
   EXPECT_NE(f.err.find("--steps does not go with it"), std::string::npos) << f.err;
+}
+
+// The largest |value| of the tensors of `file` whose names start with `prefix`.
+double max_abs(const fs::path& file, const std::string& prefix) {
+  double m = 0.0;
+  for (const auto& [name, t] : io::read_safetensors(file.string()).tensors)
+    if (name.rfind(prefix, 0) == 0)
+      for (double v : t.to_vector()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+TEST_F(Cli, InspectFromATrainedRunLoadsItsWeightsAndLeavesItsFolder) {
+  const fs::path run = dir_ / "run", out = dir_ / "inspect", again = dir_ / "again";
+  ASSERT_EQ(mixp(deep_mlp(run, "--steps 6 --checkpoint-every 3 --precision fp32")).status, 0);
+  const auto before = contents(run);
+  CliResult r = mixp("inspect --from '" + run.string() + "' --out '" + out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("trained weights from " + (run / "model.safetensors").string(), 0), 0u)
+      << r.out;
+  json doc = json::parse(slurp(out / "inspect.json"));
+  EXPECT_EQ(doc["source"], (run / "model.safetensors").string());
+  EXPECT_EQ(doc["precision"], "fp32");  // the run's
+  EXPECT_EQ(doc["steps"], 0);           // the trained weights as they are
+  // The probe saw the trained weights: its statistics of fc1 are those of the file's.
+  ASSERT_EQ(doc["layers"][0]["layer"], "fc1");
+  EXPECT_EQ(doc["layers"][0]["weights"]["max_abs"].get<double>(),
+            max_abs(run / "model.safetensors", "fc1."));
+  EXPECT_EQ(contents(run), before);
+
+  // A checkpoint, under another preset and with more training.
+  const fs::path checkpoint = run / io::checkpoint_file_name(3);
+  r = mixp("inspect --from '" + checkpoint.string() + "' --precision amp-fp16 --steps 2 --out '" +
+           again.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  doc = json::parse(slurp(again / "inspect.json"));
+  EXPECT_EQ(doc["source"], checkpoint.string());
+  EXPECT_EQ(doc["source_step"], 3);
+  EXPECT_EQ(doc["precision"], "amp-fp16");
+  EXPECT_EQ(doc["steps"], 2);
+  EXPECT_EQ(contents(run), before);
+
+  // A folder without a model or checkpoint, and flags that would describe another model.
+  const fs::path empty = dir_ / "empty";
+  fs::create_directories(empty);
+  r = mixp("inspect --from '" + empty.string() + "' --out '" + (dir_ / "never").string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find(empty.string() + " holds no model.safetensors and no usable checkpoint"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::is_empty(empty));
+  EXPECT_FALSE(fs::exists(dir_ / "never"));
+  r = mixp("inspect --from '" + run.string() + "' --width 8");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--width does not go with --from"), std::string::npos) << r.err;
 }
 
 // What the page looks like to a browser: each figure kind, how many of its SVGs rendered with

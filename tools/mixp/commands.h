@@ -97,6 +97,7 @@ struct InspectCommandOptions {
   TrainCommandOptions train;  ///< model, data, precision, steps, batch, seed, shape, out
   int64_t every = 10;         ///< training steps between collections
   std::string formats;        ///< comma-separated formats to ask besides the standard four
+  std::string from;           ///< a trained run, model.safetensors or checkpoint to inspect
 };
 void add_inspect_flags(CLI::App& command, InspectCommandOptions& options);
 int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);

@@ -162,7 +162,10 @@ int main_checked(int argc, char** argv) {
     return mixp::cli::run_compare_command(compare, stdout);
   }
   if (*report_cmd) return mixp::cli::run_report_command(report, stdout);
-  if (*inspect_cmd) return mixp::cli::run_inspect_command(inspect, stdout);
+  if (*inspect_cmd) {
+    mixp::cli::record_given_flags(*inspect_cmd, inspect.train);
+    return mixp::cli::run_inspect_command(inspect, stdout);
+  }
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {

@@ -21,6 +21,12 @@
 // and for the whole model the same over every layer, and diag::advise's list of layers to keep
 // in higher precision at the chosen scale.
 //
+// With `from` (a run folder, its model.safetensors or a checkpoint: train/trained_model.h), the
+// model is the trained one: its shape, data, batch and seed are the run's, its weights are
+// loaded before the brief training (steps 0: none, the trained weights are inspected as they
+// are), and the preset is the run's unless run.train.precision names another. Nothing is
+// written to the run's folder.
+//
 // The run folder (out_dir; nothing written when empty): inspect.json (every number above, the
 // histograms and the training records), activation_gradients.svg (every layer's probe
 // activation gradients, the paper's figure, with fp16's range and the loss scale marked) and
@@ -36,6 +42,12 @@
 //   o.run.train.steps = 20;
 //   mixp::train::InspectResult r = mixp::train::run_inspect(o);
 //   std::fputs(mixp::train::inspect_table(r).c_str(), stdout);
+//
+//   mixp::train::InspectOptions trained;        // a finished run's weights, under its preset
+//   trained.from = "runs/cnn-amp-fp16";
+//   trained.run.train.precision = "";
+//   trained.run.train.steps = 0;
+//   mixp::train::run_inspect(trained);
 #pragma once
 
 #include <optional>
@@ -58,6 +70,10 @@ struct InspectOptions {
   /// record and layer), e.g. parse_format("e3m2").
   std::vector<Format> extra_formats{};
   std::string out_dir{};  ///< the inspect folder; empty: write nothing
+  /// A trained model to inspect (see above); empty: a fresh one from `run`. Then run.model,
+  /// run.data, run.batch and run.train.seed are ignored, and an empty run.train.precision is
+  /// the run's own.
+  std::string from{};
 };
 
 struct LayerInspection {
@@ -86,6 +102,8 @@ struct InspectResult {
   std::vector<diag::Advice> advice;  ///< at loss_scale
   /// The Collector's, from training and then the observation step (step = train.steps).
   std::vector<diag::LayerRecord> records;
+  std::string source{};     ///< with `from`: the file the weights came from
+  int64_t source_step = 0;  ///< ... and the training step they are from (0: not recorded)
 };
 
 /// Throws mixp::Error for bad options or what run_train would report.
