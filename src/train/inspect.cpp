@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "mixp/autograd.h"
 #include "mixp/diag/svg.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/train/trained_model.h"
 
@@ -269,6 +271,24 @@ void load_trained_weights(TrainModel& model, const TrainedModel& trained) {
   load_weights(*target, tensors, trained.source);
 }
 
+// The loss scale the trained run ended with, when it ran under `preset`: summary.json's beside
+// its model.safetensors, or the checkpoint's scaler state. Nothing otherwise.
+std::optional<double> trained_loss_scale(const TrainedModel& trained, const amp::Preset& preset) {
+  if (trained.config.train.precision != preset.name) return std::nullopt;
+  const std::filesystem::path source(trained.source);
+  if (source.filename() == "model.safetensors") {
+    std::ifstream in(source.parent_path() / "summary.json");
+    const json summary = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (summary.is_object() && summary.contains("final_loss_scale") &&
+        summary["final_loss_scale"].is_number())
+      return summary["final_loss_scale"].get<double>();
+    return std::nullopt;
+  }
+  const io::Checkpoint c = io::read_checkpoint(trained.source);
+  if (c.state.has_value("scaler/scale")) return c.state.get_real("scaler/scale");
+  return std::nullopt;
+}
+
 }  // namespace
 
 InspectResult run_inspect(const InspectOptions& options) {
@@ -321,7 +341,9 @@ InspectResult run_inspect(const InspectOptions& options) {
     std::vector<Tensor> values;
     for (const auto& [name, p] : model.named_parameters()) values.push_back(*p);
     nn::replace_parameters(*module, preset.cast_parameters(values, model.norm_parameter_flags()));
-    result.loss_scale = preset.make_scaler().get_scale();
+    const std::optional<double> trained_scale =
+        trained ? trained_loss_scale(*trained, preset) : std::nullopt;
+    result.loss_scale = trained_scale.value_or(preset.make_scaler().get_scale());
   }
 
   std::optional<data::Batch> batch = data.next_train();

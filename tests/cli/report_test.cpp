@@ -114,6 +114,27 @@ TEST_F(Cli, InspectFromATrainedRunLoadsItsWeightsAndLeavesItsFolder) {
   EXPECT_EQ(doc["steps"], 2);
   EXPECT_EQ(contents(run), before);
 
+  // Without training, the loss scale is the one the run ended with under its preset: at lr 1
+  // deep-mlp's amp-fp16 run backs off from 2^16 within 6 steps.
+  const fs::path scaled = dir_ / "scaled";
+  ASSERT_EQ(mixp(deep_mlp(scaled, "--steps 6 --lr 1 --checkpoint-every 3 --precision amp-fp16"))
+                .status,
+            0);
+  const double final_scale =
+      json::parse(slurp(scaled / "summary.json"))["final_loss_scale"].get<double>();
+  ASSERT_LT(final_scale, 65536.0);
+  const auto checkpoints = io::list_checkpoints(scaled.string());
+  ASSERT_FALSE(checkpoints.empty());
+  const fs::path scaled_checkpoint = checkpoints.back().second;  // the oldest
+  const double checkpoint_scale =
+      io::read_checkpoint(scaled_checkpoint.string()).state.get_real("scaler/scale");
+  for (const auto& [from, scale] :
+       {std::pair{scaled, final_scale}, std::pair{scaled_checkpoint, checkpoint_scale}}) {
+    const fs::path at = dir_ / ("at-" + from.filename().string());
+    ASSERT_EQ(mixp("inspect --from '" + from.string() + "' --out '" + at.string() + "'").status, 0);
+    EXPECT_EQ(json::parse(slurp(at / "inspect.json"))["loss_scale"], scale) << from;
+  }
+
   // A folder without a model or checkpoint, and flags that would describe another model.
   const fs::path empty = dir_ / "empty";
   fs::create_directories(empty);

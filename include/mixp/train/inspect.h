@@ -24,8 +24,10 @@
 // With `from` (a run folder, its model.safetensors or a checkpoint: train/trained_model.h), the
 // model is the trained one: its shape, data, batch and seed are the run's, its weights are
 // loaded before the brief training (steps 0: none, the trained weights are inspected as they
-// are), and the preset is the run's unless run.train.precision names another. Nothing is
-// written to the run's folder.
+// are), and the preset is the run's unless run.train.precision names another. Without training,
+// the loss scale is the one the run ended with (summary.json's, or the checkpoint's scaler)
+// when it ran under the same preset, else the preset's initial one. Nothing is written to the
+// run's folder.
 //
 // The run folder (out_dir; nothing written when empty): inspect.json (every number above, the
 // histograms and the training records), activation_gradients.svg (every layer's probe
