@@ -243,11 +243,13 @@ std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& o
   f.xr.settle();
   f.yr.settle();
   const std::vector<double> xt = nice_ticks(f.xr.low, f.xr.high);
-  const std::vector<double> yt = nice_ticks(f.yr.low, f.yr.high);
-  // Extend the ranges to whole ticks on y, so that the curves sit inside labelled space.
+  std::vector<double> yt = nice_ticks(f.yr.low, f.yr.high);
+  // Extend the ranges to whole ticks on y, so that the curves sit inside labelled space, and
+  // label the ticks of the extended range.
   const double ystep = yt.size() >= 2 ? yt[1] - yt[0] : (f.yr.high - f.yr.low);
   f.yr.low = std::min(f.yr.low, std::floor(f.yr.low / ystep) * ystep);
   f.yr.high = std::max(f.yr.high, std::ceil(f.yr.high / ystep) * ystep);
+  yt = nice_ticks(f.yr.low, f.yr.high);
   f.w = options.width - f.left - f.right;
   f.h = options.height - f.top - f.bottom;
   return svg_open(options.width, options.height) + spans_svg(f, options.spans) +

@@ -254,6 +254,7 @@ std::string loss_section(const std::vector<ReportRun>& runs) {
     options.log_y = diag::spans_decades(all);
     s += figure("loss-all", diag::line_plot_svg(all, options), "All runs together.");
   }
+  s += "<div class=\"grid\">\n";
   for (const ReportRun& run : runs) {
     diag::PlotOptions options = loss_plot_options(run.result);
     options.title = run.label + ": " + run.result.model_name + " (" + run.result.precision + ")";
@@ -261,7 +262,7 @@ std::string loss_section(const std::vector<ReportRun>& runs) {
                 run.label + ": the training loss is the mean of each window of " +
                     "logged steps; shaded windows skipped steps or had a non-finite loss.");
   }
-  return s;
+  return s + "</div>\n";
 }
 
 // The loss scale as log2, and the gradient norm before clipping, every run in one plot each.
@@ -309,7 +310,7 @@ std::string memory_section(const std::vector<ReportRun>& runs) {
   std::set<std::string> seen_dtypes;
   for (const ReportRun& run : runs) {
     for (const auto& [tag, bytes] : run.result.peak_memory)
-      if (tag != "total" && std::find(tags.begin(), tags.end(), tag) == tags.end())
+      if (tag != "total" && bytes > 0 && std::find(tags.begin(), tags.end(), tag) == tags.end())
         tags.push_back(tag);
     for (const auto& [dtype, bytes] : run.result.peak_memory_by_dtype)
       if (seen_dtypes.insert(dtype).second) dtypes.push_back(dtype);
@@ -429,7 +430,7 @@ constexpr const char* kStyle =
     "td{font-variant-numeric:tabular-nums}figure{margin:12px 0}"
     "figcaption{font-size:12px;color:#555}svg{max-width:100%;height:auto}"
     ".bad{color:#b00020}.note{font-size:12px;color:#555}tr.differs td{background:#fff6d6}"
-    "code{font-size:11px}";
+    "code{font-size:11px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px}";
 
 }  // namespace
 
