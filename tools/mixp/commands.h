@@ -76,6 +76,9 @@ struct TrainCommandOptions {
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
   std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
+  std::optional<int64_t> classes;     ///< image classifiers: labels 0 .. classes - 1
+  std::optional<double> val_fraction;  ///< text: the fraction that validates
+  std::string init_from;               ///< start from this trained model's weights
   double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
   int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
@@ -85,12 +88,30 @@ struct TrainCommandOptions {
 /// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
 /// --precision).
 void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
+/// With --init-from: the model and the shape flags not given become the trained model's.
+TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
 /// Fills options.given from the parsed `command`.
 void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
 /// mixp train: progress and the final line to `out`, the run folder to options.out.
 int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.
 int run_compare_command(const TrainCommandOptions& options, std::FILE* out);
+
+/// "a,b,c" as presets; throws mixp::Error naming `flag` for an empty name or list.
+std::vector<std::string> parse_precisions(const std::string& text, const char* flag);
+
+/// mixp eval: a trained model over a whole evaluation split, under one or several presets.
+struct EvalCommandOptions {
+  std::string path;        ///< a run folder, model.safetensors or checkpoint
+  std::string data;        ///< other data; empty: the run's own
+  std::string precision;   ///< one preset; empty: the run's own
+  std::string precisions;  ///< several, comma-separated
+  int64_t batch = 0;       ///< 0: the run's
+  int threads = 0;         ///< 0: the run's, else all
+  bool json = false;       ///< JSON instead of the table
+};
+void add_eval_flags(CLI::App& command, EvalCommandOptions& options);
+int run_eval_command(const EvalCommandOptions& options, std::FILE* out);
 
 /// mixp inspect: brief training, then the per-layer table to `out` and the inspect folder.
 struct InspectCommandOptions {

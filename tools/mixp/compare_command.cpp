@@ -1,5 +1,4 @@
 // mixp compare: the same model, seed and data order under several precision presets.
-#include <sstream>
 #include <vector>
 
 #include "commands.h"
@@ -28,17 +27,12 @@ int compare_finished_runs(const TrainCommandOptions& o, std::FILE* out) {
 
 }  // namespace
 
-int run_compare_command(const TrainCommandOptions& o, std::FILE* out) {
-  if (!o.from.empty()) return compare_finished_runs(o, out);
-  MIXP_CHECK(!o.model.empty() && !o.precisions.empty(),
-             "compare needs --model and --precisions, or --from with finished run folders");
-  std::vector<std::string> precisions;
-  std::stringstream list(o.precisions);
-  for (std::string name; std::getline(list, name, ',');) {
-    MIXP_CHECK(!name.empty(), "--precisions has an empty name in '", o.precisions, "'");
-    precisions.push_back(name);
-  }
-  MIXP_CHECK(!precisions.empty(), "--precisions names no preset");
+int run_compare_command(const TrainCommandOptions& given, std::FILE* out) {
+  if (!given.from.empty()) return compare_finished_runs(given, out);
+  MIXP_CHECK(!given.precisions.empty(),
+             "compare needs --precisions, or --from with finished run folders");
+  const TrainCommandOptions o = with_trained_model_shape(given);
+  const std::vector<std::string> precisions = parse_precisions(o.precisions, "--precisions");
   train::RunConfig c = run_config(o, "runs/compare-" + o.model);
   c.train.resume = o.resume_compare;
   MIXP_CHECK(!(o.resume_compare && o.overwrite),

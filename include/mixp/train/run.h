@@ -50,6 +50,11 @@ struct RunConfig {
   int64_t batch = 0;      ///< 0: 64 for classifiers, 16 for language models
   /// Language models: the last fraction of the text validates, in (0, 1) (nanoGPT's split).
   double val_fraction = 0.1;
+  /// A trained model (mixp/train/trained_model.h: a run folder, model.safetensors or
+  /// checkpoint) whose weights the run starts from instead of the seed's initialization, with a
+  /// fresh optimizer: fine-tuning. Its tensors must be exactly the model's, by name and shape
+  /// (every difference is listed), and a text model's vocabulary must be the new data's.
+  std::string init_from{};
   TrainOptions train{};   ///< model_name is set from model.name
   /// The fingerprint the run's data must have: set when the config is read from a run, so
   /// that its resumption checks the data.
