@@ -56,6 +56,13 @@ TEST_F(Cli, CompareFromRebuildsTheComparisonOfFinishedRuns) {
   // Read only: the run folders are as they were.
   EXPECT_EQ(contents(a), before_a);
   EXPECT_EQ(contents(b), before_b);
+  // The compare folder reports its runs, found through compare.json.
+  const CliResult report = mixp("report '" + out.string() + "'");
+  ASSERT_EQ(report.status, 0) << report.err;
+  const std::string page = slurp(out / "report.html");
+  EXPECT_NE(page.find(summary_a["run_id"].get<std::string>()), std::string::npos);
+  EXPECT_NE(page.find(json::parse(slurp(b / "summary.json"))["run_id"].get<std::string>()),
+            std::string::npos);
 
   // A folder that is not a finished run is an error naming it, before anything is written.
   const fs::path diverged = dir_ / "diverged", out2 = dir_ / "cmp2";
