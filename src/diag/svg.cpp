@@ -100,9 +100,10 @@ struct Frame {
 std::string svg_open(int width, int height) {
   const std::string w = std::to_string(width), h = std::to_string(height);
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + h +
-         "\" viewBox=\"0 0 " + w + " " + h + "\" font-family=\"sans-serif\" font-size=\"12\">\n" +
-         "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
+         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+         w + "\" height=\"" + h + "\" viewBox=\"0 0 " + w + " " + h +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n" + "<rect x=\"0\" y=\"0\" width=\"" +
+         w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
 }
 
 std::string line_svg(double x1, double y1, double x2, double y2) {
@@ -272,8 +273,8 @@ void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
 
 std::string bar_chart_svg(const std::vector<std::string>& categories,
                           const std::vector<BarSeries>& series, const PlotOptions& options) {
-  MIXP_CHECK(options.width >= 300, "bar_chart_svg: the chart must be at least 300 pixels wide, got ",
-             options.width);
+  MIXP_CHECK(options.width >= 300,
+             "bar_chart_svg: the chart must be at least 300 pixels wide, got ", options.width);
   double top_value = 0.0;
   for (const BarSeries& b : series) {
     MIXP_CHECK(b.values.size() == categories.size(), "bar_chart_svg: series '", b.label, "' has ",

@@ -1,8 +1,8 @@
 // compare: one model and seed under several presets; a table, compare.json and compare.svg.
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "mixp/diag/svg.h"
@@ -29,8 +29,7 @@ void compare_ratios(CompareResult& result, const CompareRow& base) {
   }
 }
 
-nlohmann::json compare_json(const CompareResult& result, const std::string& model,
-                            uint64_t seed) {
+nlohmann::json compare_json(const CompareResult& result, const std::string& model, uint64_t seed) {
   nlohmann::json runs = nlohmann::json::array();
   for (const CompareRow& row : result.rows) {
     nlohmann::json j;

@@ -215,14 +215,14 @@ std::string runs_table(const std::vector<ReportRun>& runs) {
          (r.evals.empty() ? "&mdash;" : general(r.final_eval_loss)) + "</td><td>" + metric +
          "</td><td>" + (run.finished ? fixed(r.median_step_ms, 2) : "&mdash;") + "</td><td>" +
          (run.finished ? fixed(r.samples_per_s, 1) : "&mdash;") + "</td><td>" + fixed(peak, 1) +
-         "</td><td>" + general(r.final_loss_scale) + "</td><td>" +
-         std::to_string(r.skipped_steps) + "</td>";
+         "</td><td>" + general(r.final_loss_scale) + "</td><td>" + std::to_string(r.skipped_steps) +
+         "</td>";
     if (base) {
       const bool comparable = run.finished && r.peak_memory.count("total");
       const double speed = r.samples_per_s / base->result.samples_per_s;
-      const double memory =
-          comparable ? double(r.peak_memory.at("total")) / double(base->result.peak_memory.at("total"))
-                     : NAN;
+      const double memory = comparable ? double(r.peak_memory.at("total")) /
+                                             double(base->result.peak_memory.at("total"))
+                                       : NAN;
       s += "<td>" + (comparable ? fixed(speed, 2) + "&times;" : "&mdash;") + "</td><td>" +
            (comparable ? fixed(memory, 2) + "&times;" : "&mdash;") + "</td>";
     }
@@ -286,7 +286,8 @@ std::string scale_section(const std::vector<ReportRun>& runs) {
     }
   }
   std::string s = "<h2>Loss scale and gradient norm</h2>\n";
-  s += figure("loss-scale", diag::line_plot_svg(scales, {.title = "loss scale",
+  s += figure("loss-scale",
+              diag::line_plot_svg(scales, {.title = "loss scale",
                                            .x_label = "step",
                                            .y_label = "log2 of the loss scale",
                                            .width = 1000,
@@ -316,14 +317,16 @@ std::string memory_section(const std::vector<ReportRun>& runs) {
       if (seen_dtypes.insert(dtype).second) dtypes.push_back(dtype);
   }
   std::string s = "<h2>Peak memory</h2>\n";
-  if (tags.empty()) return s + "<p class=\"note\">No run recorded its memory (finished runs do).</p>\n";
+  if (tags.empty())
+    return s + "<p class=\"note\">No run recorded its memory (finished runs do).</p>\n";
   std::vector<diag::BarSeries> by_tag, by_dtype;
   for (const ReportRun& run : runs) {
     if (run.result.peak_memory.empty()) continue;
     diag::BarSeries tag_bars{.label = run.label}, dtype_bars{.label = run.label};
     for (const std::string& tag : tags) {
       const auto it = run.result.peak_memory.find(tag);
-      tag_bars.values.push_back(it == run.result.peak_memory.end() ? 0.0 : double(it->second) / (1 << 20));
+      tag_bars.values.push_back(
+          it == run.result.peak_memory.end() ? 0.0 : double(it->second) / (1 << 20));
     }
     for (const std::string& dtype : dtypes) {
       const auto it = run.result.peak_memory_by_dtype.find(dtype);
@@ -333,56 +336,72 @@ std::string memory_section(const std::vector<ReportRun>& runs) {
     by_tag.push_back(std::move(tag_bars));
     by_dtype.push_back(std::move(dtype_bars));
   }
-  s += figure("memory-tag", diag::bar_chart_svg(tags, by_tag,
-                                  {.title = "peak memory by tag", .x_label = "MiB", .width = 1000,
-                                   .height = 200}),
+  s += figure("memory-tag",
+              diag::bar_chart_svg(
+                  tags, by_tag,
+                  {.title = "peak memory by tag", .x_label = "MiB", .width = 1000, .height = 200}),
               "Each tag's own peak over the run (the peaks of different tags need not coincide).");
   if (dtypes.empty())
     return s + "<p class=\"note\">These runs' summaries predate memory by dtype.</p>\n";
-  return s + figure("memory-dtype", diag::bar_chart_svg(dtypes, by_dtype,
-                                        {.title = "peak memory by dtype", .x_label = "MiB",
-                                         .width = 1000, .height = 150}),
-                    "Each dtype's own peak over the run: low-precision tensors take their own "
-                    "bytes.");
+  return s +
+         figure(
+             "memory-dtype",
+             diag::bar_chart_svg(
+                 dtypes, by_dtype,
+                 {.title = "peak memory by dtype", .x_label = "MiB", .width = 1000, .height = 150}),
+             "Each dtype's own peak over the run: low-precision tensors take their own "
+             "bytes.");
+}
+
+// inspect.json's numbers: NaN where one is missing or null (a NaN or an infinity written).
+double number(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : NAN;
+}
+
+int64_t count_of(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_integer() ? j[key].get<int64_t>() : 0;
+}
+
+std::string text(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
 std::string safe_scale(const json& k) {
-  if (!k.is_object()) return "&mdash;";
-  return "2<sup>" + std::to_string(k.value("exponent", 0)) + "</sup>";
+  if (!k.is_object() || !k.contains("exponent") || !k["exponent"].is_number_integer())
+    return "&mdash;";
+  return "2<sup>" + std::to_string(k["exponent"].get<int>()) + "</sup>";
 }
 
 std::string percent(double f) { return fixed(100 * f, 2) + "%"; }
 
 std::string inspection_section(const ReportInspect& in) {
   const json& j = in.inspect;
-  std::string s = "<h3>" + escape(j.value("model", std::string())) + " under " +
-                  escape(j.value("precision", std::string())) + " (" + escape(in.folder) +
-                  ")</h3>\n<p>" + std::to_string(j.value("steps", int64_t(0))) +
-                  " training steps" +
-                  (j.contains("source") ? ", weights from " + escape(j.value("source", std::string()))
-                                        : std::string()) +
-                  "; loss " + general(j.value("loss", NAN)) + " at loss scale " +
-                  general(j.value("loss_scale", 1.0)) +
-                  ". Activation gradients of an fp32 probe step, against fp16:</p>\n";
+  std::string s =
+      "<h3>" + escape(text(j, "model")) + " under " + escape(text(j, "precision")) + " (" +
+      escape(in.folder) + ")</h3>\n<p>" + std::to_string(count_of(j, "steps")) + " training steps" +
+      (j.contains("source") ? ", weights from " + escape(text(j, "source")) : "") + "; loss " +
+      general(number(j, "loss")) + " at loss scale " + general(number(j, "loss_scale")) +
+      ". Activation gradients of an fp32 probe step, against fp16:</p>\n";
   s += "<table class=\"numerics\"><tr><th>layer</th><th>values</th><th>min |g|</th>"
        "<th>max |g|</th><th>fp16 zero, unscaled</th><th>fp16 zero at the loss scale</th>"
        "<th>keeps 99.9% from</th><th>no overflow up to</th></tr>\n";
-  json layers = j.value("layers", json::array());
+  json layers = j.contains("layers") && j["layers"].is_array() ? j["layers"] : json::array();
   if (j.contains("all")) layers.push_back(j["all"]);
   for (const json& l : layers) {
-    const json& g = l.value("activation_gradients", json::object());
-    s += "<tr><td>" + escape(l.value("layer", std::string())) + "</td><td>" +
-         std::to_string(g.value("count", int64_t(0))) + "</td><td>" +
-         general(g.value("min_abs", NAN)) + "</td><td>" + general(g.value("max_abs", NAN)) +
-         "</td><td>" + percent(l.value("fp16_underflow_unscaled", NAN)) + "</td><td>" +
-         percent(l.value("fp16_underflow_at_loss_scale", NAN)) + "</td><td>" +
+    const json g = l.contains("activation_gradients") ? l["activation_gradients"] : json::object();
+    s += "<tr><td>" + escape(text(l, "layer")) + "</td><td>" +
+         std::to_string(count_of(g, "count")) + "</td><td>" + general(number(g, "min_abs")) +
+         "</td><td>" + general(number(g, "max_abs")) + "</td><td>" +
+         percent(number(l, "fp16_underflow_unscaled")) + "</td><td>" +
+         percent(number(l, "fp16_underflow_at_loss_scale")) + "</td><td>" +
          safe_scale(l.value("smallest_safe_loss_scale", json())) + "</td><td>" +
          safe_scale(l.value("largest_safe_loss_scale", json())) + "</td></tr>\n";
   }
   s += "</table>\n";
-  for (const json& a : j.value("advice", json::array()))
-    s += "<p class=\"bad\">keep " + escape(a.value("layer", std::string())) +
-         " in higher precision: " + escape(a.value("reason", std::string())) + "</p>\n";
+  if (j.contains("advice") && j["advice"].is_array())
+    for (const json& a : j["advice"])
+      s += "<p class=\"bad\">keep " + escape(text(a, "layer")) +
+           " in higher precision: " + escape(text(a, "reason")) + "</p>\n";
   if (!in.histogram_svg.empty())
     s += "<figure class=\"numerics\">" + in.histogram_svg +
          "<figcaption>Every layer's activation gradients per binade, over fp16's range."

@@ -454,15 +454,15 @@ std::string inspect_json(const InspectResult& r) {
                        {"fp16_underflow_unscaled", fp16_zero}});
   }
   json j = {{"model", r.train.model_name},
-                  {"precision", r.train.precision},
-                  {"steps", r.train.steps},
-                  {"loss", r.loss},
-                  {"skipped_steps", r.train.skipped_steps},
-                  {"loss_scale", r.loss_scale},
-                  {"layers", layers},
-                  {"all", layer_json(r.model)},
-                  {"advice", advice},
-                  {"training_records", records}};
+            {"precision", r.train.precision},
+            {"steps", r.train.steps},
+            {"loss", r.loss},
+            {"skipped_steps", r.train.skipped_steps},
+            {"loss_scale", r.loss_scale},
+            {"layers", layers},
+            {"all", layer_json(r.model)},
+            {"advice", advice},
+            {"training_records", records}};
   if (!r.source.empty()) {
     j["source"] = r.source;
     j["source_step"] = r.source_step;

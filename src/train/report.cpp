@@ -99,11 +99,11 @@ std::vector<diag::Span> step_spans(const TrainResult& r) {
                        .to = double(m.step),
                        .label = steps + ": " + std::to_string(m.skipped) + " skipped"});
     if (m.nonfinite_losses > 0)
-      spans.push_back({.kind = diag::SpanKind::nonfinite_loss,
-                       .from = double(previous),
-                       .to = double(m.step),
-                       .label = steps + ": " + std::to_string(m.nonfinite_losses) +
-                                " with a non-finite loss"});
+      spans.push_back(
+          {.kind = diag::SpanKind::nonfinite_loss,
+           .from = double(previous),
+           .to = double(m.step),
+           .label = steps + ": " + std::to_string(m.nonfinite_losses) + " with a non-finite loss"});
     previous = m.step;
   }
   return spans;
@@ -111,7 +111,8 @@ std::vector<diag::Span> step_spans(const TrainResult& r) {
 
 diag::PlotOptions loss_plot_options(const TrainResult& r) {
   const bool log_y = diag::spans_decades(loss_curves(r, ""));
-  const std::string loss = r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss";
+  const std::string loss =
+      r.task == nn::Task::regression ? "mean squared error" : "cross-entropy loss";
   return {.x_label = "step",
           .y_label = log_y ? loss + " (log scale)" : loss,
           .spans = step_spans(r),
@@ -263,12 +264,14 @@ MetricsFile read_metrics(const std::string& path) {
   for (std::string line; std::getline(in, line);) {
     ++number;
     if (line.empty()) continue;
+    const bool last = in.eof();  // no newline after it: the write may have been cut short
     try {
       const json j = json::parse(line);
       const std::string type = j.value("type", std::string("step"));
       if (type == "step") file.log.push_back(step_of(j));
       if (type == "eval") file.evals.push_back(eval_of(j));
     } catch (const json::exception& e) {
+      if (last) break;  // a run killed while writing its last line
       MIXP_CHECK(false, path, " line ", number, " does not read: ", e.what());
     }
   }

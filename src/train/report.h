@@ -26,7 +26,8 @@ nlohmann::json config_object(const TrainOptions& options);
 void write_finished_run(const std::string& out_dir, TrainModel& model, const TrainResult& result);
 
 /// The step and evaluation lines of a metrics.jsonl (a line without "type" is a step line).
-/// Throws mixp::Error naming the file and line that does not read.
+/// Throws mixp::Error naming the file and line that does not read; a last line without its
+/// newline that does not read (a run killed as it wrote it) is left out.
 struct MetricsFile {
   std::vector<StepMetrics> log;
   std::vector<EvalMetrics> evals;

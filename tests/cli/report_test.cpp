@@ -38,8 +38,8 @@ TEST_F(Cli, CompareFromRebuildsTheComparisonOfFinishedRuns) {
   ASSERT_EQ(mixp(deep_mlp(a, "--steps 6 --precision amp-bf16")).status, 0);
   ASSERT_EQ(mixp(deep_mlp(b, "--steps 6 --precision fp32")).status, 0);
   const auto before_a = contents(a), before_b = contents(b);
-  const CliResult r = mixp("compare --from '" + a.string() + "' '" + b.string() + "' --out '" +
-                           out.string() + "'");
+  const CliResult r =
+      mixp("compare --from '" + a.string() + "' '" + b.string() + "' --out '" + out.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("amp-bf16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speed and memory are relative to fp32"), std::string::npos) << r.out;
@@ -76,8 +76,8 @@ TEST_F(Cli, CompareFromRebuildsTheComparisonOfFinishedRuns) {
       << e.err;
   EXPECT_FALSE(fs::exists(out2));
   // Training flags do not go with --from.
-  const CliResult f = mixp("compare --from '" + a.string() + "' --steps 3 --out '" +
-                           out2.string() + "'");
+  const CliResult f =
+      mixp("compare --from '" + a.string() + "' --steps 3 --out '" + out2.string() + "'");
   EXPECT_EQ(f.status, 2);
   EXPECT_NE(f.err.find("--steps does not go with it"), std::string::npos) << f.err;
 }
@@ -124,9 +124,9 @@ TEST_F(Cli, InspectFromATrainedRunLoadsItsWeightsAndLeavesItsFolder) {
   // Without training, the loss scale is the one the run ended with under its preset: at lr 1
   // deep-mlp's amp-fp16 run backs off from 2^16 within 6 steps.
   const fs::path scaled = dir_ / "scaled";
-  ASSERT_EQ(mixp(deep_mlp(scaled, "--steps 6 --lr 1 --checkpoint-every 3 --precision amp-fp16"))
-                .status,
-            0);
+  ASSERT_EQ(
+      mixp(deep_mlp(scaled, "--steps 6 --lr 1 --checkpoint-every 3 --precision amp-fp16")).status,
+      0);
   const double final_scale =
       json::parse(slurp(scaled / "summary.json"))["final_loss_scale"].get<double>();
   ASSERT_LT(final_scale, 65536.0);
@@ -191,9 +191,9 @@ TEST_F(Cli, TheReportRendersInChromiumWithEveryPlot) {
   ASSERT_EQ(mixp("inspect --model deep-mlp --steps 2 --threads 1 --out '" + inspect.string() + "'")
                 .status,
             0);
-  const CliResult r = mixp("report '" + a.string() + "' '" + b.string() + "' '" +
-                           diverged.string() + "' '" + inspect.string() + "' --out '" +
-                           html.string() + "'");
+  const CliResult r =
+      mixp("report '" + a.string() + "' '" + b.string() + "' '" + diverged.string() + "' '" +
+           inspect.string() + "' --out '" + html.string() + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string page = slurp(html);
 

@@ -59,8 +59,9 @@ TEST(Svg, MarkersShowEveryFinitePointAndSpansTheirKind) {
   const diag::Curve eval{.label = "eval", .x = {2, 4, 6}, .y = {2.5, nan, 1.5}, .markers = true};
   const std::string svg = diag::line_plot_svg(
       {train, eval},
-      {.spans = {{.kind = diag::SpanKind::skipped_steps, .from = 2, .to = 4, .label = "2 <skipped>"},
-                 {.kind = diag::SpanKind::skipped_steps, .from = 4, .to = 5, .label = "1"}}});
+      {.spans = {
+           {.kind = diag::SpanKind::skipped_steps, .from = 2, .to = 4, .label = "2 <skipped>"},
+           {.kind = diag::SpanKind::skipped_steps, .from = 4, .to = 5, .label = "1"}}});
   const test::XmlCheck x = test::check_xml(svg);
   ASSERT_TRUE(x.ok) << x.error;
   EXPECT_EQ(x.elements.at("path"), 2);

@@ -2,8 +2,8 @@
 // run files, metrics, determinism, presets, language models and compare.
 #include "mixp/train/trainer.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -30,6 +30,7 @@
 #include "support/scratch.h"
 #include "support/tolerance.h"
 #include "support/xml_check.h"
+#include "train/report.h"
 
 namespace mixp {
 namespace {
@@ -856,7 +857,8 @@ TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
   std::vector<double> w = c.state.tensor("model/param/fc.weight").to_vector();
   w[5] = std::nan("");
   c.state.tensors["model/param/fc.weight"] = from_values(w, {3, 16});
-  io::write_checkpoint(dir.string(), 7, c.run_id, c.state, {{"config", c.file.metadata.at("config")}},
+  io::write_checkpoint(dir.string(), 7, c.run_id, c.state,
+                       {{"config", c.file.metadata.at("config")}},
                        /*keep=*/2);
   TinyClassifier model(0);
   BlobData data(0);
@@ -965,8 +967,7 @@ TEST_F(NonFinite, NaNDataWithoutAScalerStopsNamingTheStepAndKeepsTheLastGoodStat
     EXPECT_EQ(tensor_bytes(dir / "model.safetensors"),
               tensor_bytes(dir_ / (precision + "-skip") / "model.safetensors"));
     expect_same_history(skipped_straight, resumed);
-    expect_same_metrics_file(dir / "metrics.jsonl",
-                             dir_ / (precision + "-skip") / "metrics.jsonl");
+    expect_same_metrics_file(dir / "metrics.jsonl", dir_ / (precision + "-skip") / "metrics.jsonl");
     // The window of step 6 (steps 5 and 6, log_interval 2) is marked, not averaged away.
     for (const train::StepMetrics& m : skipped_straight.log) {
       EXPECT_EQ(std::isfinite(m.loss), m.step != 6) << m.step;
@@ -1228,6 +1229,53 @@ TEST_F(Trainer, ARunFolderHoldsOneRunUnderALock) {
   const train::TrainResult r = train::train(model, data, o);  // overwrite, once unlocked
   EXPECT_NE(slurp(dir_ / "run.json"), first);
   EXPECT_NE(slurp(dir_ / "run.json").find(r.run_id), std::string::npos);
+}
+
+// metrics.jsonl read back: step lines with and without "type" (older files), evaluation lines,
+// and a last line cut short by a killed run, which is left out; a bad line elsewhere is named.
+TEST_F(Trainer, MetricsFilesOfEveryVersionReadBack) {
+  const std::string old_line =
+      R"({"step":2,"epoch":0,"loss":1.5,"lr":0.1,"scale":1,"samples_per_s":9,"ms":3})";
+  const std::string step_line = train::metrics_json({.step = 4,
+                                                     .epoch = 0,
+                                                     .loss = NAN,
+                                                     .lr = 0.1,
+                                                     .scale = 2,
+                                                     .samples_per_s = 9,
+                                                     .ms = 3,
+                                                     .grad_norm = 0.5,
+                                                     .grad_norm_max = 0.75,
+                                                     .skipped = 1,
+                                                     .nonfinite = 1,
+                                                     .nonfinite_losses = 1},
+                                                    "id");
+  const std::string eval_line = train::metrics_json(
+      train::EvalMetrics{.step = 4, .loss = 0.5, .accuracy = 0.25, .bits_per_char = {}}, "id");
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "metrics.jsonl";
+  std::ofstream(file) << old_line << "\n" << step_line << "\n" << eval_line << "\n{\"step\":6,\"ep";
+  const train::MetricsFile m = train::read_metrics(file.string());
+  ASSERT_EQ(m.log.size(), 2u);
+  EXPECT_EQ(m.log[0].step, 2);
+  EXPECT_EQ(m.log[0].loss, 1.5);
+  EXPECT_FALSE(m.log[0].grad_norm.has_value());  // older lines record none
+  EXPECT_EQ(m.log[0].skipped, 0);
+  EXPECT_TRUE(std::isnan(m.log[1].loss));
+  EXPECT_EQ(m.log[1].grad_norm, 0.5);
+  EXPECT_EQ(m.log[1].grad_norm_max, 0.75);
+  EXPECT_EQ(m.log[1].skipped, 1);
+  EXPECT_EQ(m.log[1].nonfinite_losses, 1);
+  ASSERT_EQ(m.evals.size(), 1u);
+  EXPECT_EQ(m.evals[0].accuracy, 0.25);
+  EXPECT_FALSE(m.evals[0].bits_per_char.has_value());
+  std::ofstream(file) << old_line << "\n{\"step\":\n" << eval_line << "\n";
+  try {
+    train::read_metrics(file.string());
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("metrics.jsonl line 2 does not read"), std::string::npos)
+        << e.message();
+  }
 }
 
 TEST(OnNonFinite, NamesRoundTrip) {

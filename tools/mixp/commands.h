@@ -76,11 +76,11 @@ struct TrainCommandOptions {
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
   std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
-  std::optional<int64_t> classes;     ///< image classifiers: labels 0 .. classes - 1
+  std::optional<int64_t> classes;      ///< image classifiers: labels 0 .. classes - 1
   std::optional<double> val_fraction;  ///< text: the fraction that validates
   std::string init_from;               ///< start from this trained model's weights
-  double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
-  int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
+  double underflow_growth = 0.0;       ///< TrainOptions::scaler_underflow_fraction
+  int64_t underflow_check_every = 1;   ///< TrainOptions::scaler_underflow_check_interval
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
   /// --resume compares them with the run's own settings.
   std::vector<std::string> given;

@@ -88,9 +88,9 @@ int run_inspect_command(const InspectCommandOptions& o, std::FILE* out) {
   }
   std::filesystem::path from = std::filesystem::path(o.from).lexically_normal();
   if (from.filename().empty()) from = from.parent_path();  // "runs/cnn/"
-  const std::string default_out =
-      o.from.empty() ? "runs/inspect-" + o.train.model + "-" + o.train.precision
-                     : "runs/inspect-" + from.stem().string();
+  const std::string default_out = o.from.empty()
+                                      ? "runs/inspect-" + o.train.model + "-" + o.train.precision
+                                      : "runs/inspect-" + from.stem().string();
   options.out_dir = o.train.out.empty() ? default_out : o.train.out;
   const train::InspectResult r = train::run_inspect(options);
   std::fputs(train::inspect_table(r).c_str(), out);

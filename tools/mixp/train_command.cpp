@@ -161,17 +161,16 @@ void check_optimizer_flags(const TrainCommandOptions& o) {
 }  // namespace
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
-  command.add_option(
-      "--model", o.model, "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
+  command.add_option("--model", o.model,
+                     "mlp, cnn (images), lstm or gpt (characters), deep-mlp (synthetic)");
   command.add_option("--data", o.data,
                      "a folder of IDX files (classifiers; default "
                      "/usr/share/datasets/fashion-mnist) or a text file (language models; "
                      "default $MIXP_KJV, else data/kjv.txt from scripts/make-kjv.sh)");
   if (compare)
-    command
-        .add_option("--precisions", o.precisions,
-                    "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16 (needed unless "
-                    "--from)");
+    command.add_option("--precisions", o.precisions,
+                       "comma-separated presets, e.g. fp32,amp-bf16,amp-fp16 (needed unless "
+                       "--from)");
   else
     command.add_option(
         "--precision", o.precision,

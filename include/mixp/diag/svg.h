@@ -60,8 +60,8 @@ struct PlotOptions {
   std::string title{};
   std::string x_label{};
   std::string y_label{};
-  int width = 800;   ///< pixels
-  int height = 500;  ///< pixels
+  int width = 800;            ///< pixels
+  int height = 500;           ///< pixels
   std::vector<Span> spans{};  ///< shaded behind the curves; they widen the x range to fit
   bool log_y = false;         ///< a log10 y axis, on which values <= 0 are left out like NaNs
 };

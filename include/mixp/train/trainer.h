@@ -334,7 +334,7 @@ struct TrainResult {
   std::optional<double> bits_per_char;
   double median_step_ms = 0.0;
   double samples_per_s = 0.0;  ///< training samples over training time (evaluation excluded)
-  std::map<std::string, int64_t> peak_memory;  ///< bytes by MemoryTag name, and "total"
+  std::map<std::string, int64_t> peak_memory;           ///< bytes by MemoryTag name, and "total"
   std::map<std::string, int64_t> peak_memory_by_dtype;  ///< bytes by dtype name (those used)
   double final_loss_scale = 1.0;
   int64_t skipped_steps = 0;    ///< steps without an update: by the scaler or on_nonfinite
