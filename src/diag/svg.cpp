@@ -172,21 +172,28 @@ std::string spans_svg(const Frame& f, const std::vector<Span>& spans) {
   return s + "</g>\n";
 }
 
-// One path per curve, and a circle per finite point of the curves with markers.
+// One path per curve, and a circle per finite point of the curves with markers. A point
+// without a finite neighbour draws no line, so it gets a small circle of its own.
 std::string curves_svg(const Frame& f, const std::vector<Curve>& curves) {
   std::string s;
   for (size_t c = 0; c < curves.size(); ++c) {
     const Curve& curve = curves[c];
     const std::string colour = kColours[c % std::size(kColours)];
+    auto shown = [&](size_t i) {
+      return i < curve.x.size() && std::isfinite(curve.x[i]) && std::isfinite(f.fy(curve.y[i]));
+    };
     std::string d, markers;
     bool pen_down = false;
     for (size_t i = 0; i < curve.x.size(); ++i) {
-      if (!std::isfinite(curve.x[i]) || !std::isfinite(f.fy(curve.y[i]))) {
+      if (!shown(i)) {
         pen_down = false;
         continue;
       }
       const double x = f.px(curve.x[i]), y = f.py(f.fy(curve.y[i]));
       d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + num(x) + " " + num(y);
+      if (!curve.markers && !pen_down && !shown(i + 1))
+        markers += "<circle class=\"point\" cx=\"" + num(x) + "\" cy=\"" + num(y) +
+                   "\" r=\"2.5\" fill=\"" + colour + "\"/>\n";
       pen_down = true;
       if (curve.markers)
         markers += "<circle class=\"marker\" cx=\"" + num(x) + "\" cy=\"" + num(y) +

@@ -65,7 +65,9 @@ TEST(Svg, MarkersShowEveryFinitePointAndSpansTheirKind) {
   const test::XmlCheck x = test::check_xml(svg);
   ASSERT_TRUE(x.ok) << x.error;
   EXPECT_EQ(x.elements.at("path"), 2);
-  EXPECT_EQ(x.elements.at("circle"), 2);  // the evaluation's finite points only
+  EXPECT_EQ(count(svg, "<circle class=\"marker\""), 2u);  // the evaluation's finite points
+  EXPECT_EQ(count(svg, "<circle class=\"point\""), 1u);   // train's last, alone after a NaN
+  EXPECT_EQ(x.elements.at("circle"), 3);
   EXPECT_EQ(count(svg, "<rect class=\"skipped-steps\""), 2u);
   EXPECT_EQ(count(svg, "<rect class=\"nonfinite-loss\""), 0u);
   EXPECT_EQ(count(svg, ">skipped steps</text>"), 1u);  // one legend entry per kind shown

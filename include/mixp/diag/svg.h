@@ -5,7 +5,9 @@
 // <path> element and nothing else in the file is a <path> (axes, ticks and legend swatches are
 // <line>s), so a reader can count the curves. Non-finite points break a curve's line (the path
 // moves on to the next finite point) and do not affect the axis ranges. A curve with markers
-// also has a <circle class="marker"> at each finite point (evaluations: each one shows).
+// also has a <circle class="marker"> at each finite point (evaluations: each one shows); on
+// one without, a finite point with no finite neighbour is a <circle class="point">, since no
+// line passes through it.
 // Spans shade ranges of x behind the curves, each a <rect> whose class names its kind
 // ("skipped-steps", "nonfinite-loss"), with a legend entry per kind shown.
 //
