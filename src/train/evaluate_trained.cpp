@@ -210,8 +210,8 @@ std::string eval_table(const EvalReport& r) {
   for (const EvalRow& row : r.rows)
     if (row.metrics && !reference) reference = &row;
   char line[256];
-  const std::string vs = reference ? "loss/" + reference->precision : "";
-  std::snprintf(line, sizeof line, "%-18s %10s %10s %14s\n", "precision", "loss",
+  const std::string vs = reference ? "vs " + reference->precision : "";
+  std::snprintf(line, sizeof line, "%-18s %10s %10s %15s\n", "precision", "loss",
                 r.model == "gpt" || r.model == "lstm" ? "bits/char"
                 : r.model == "deep-mlp"               ? ""
                                                       : "accuracy",
@@ -225,12 +225,12 @@ std::string eval_table(const EvalReport& r) {
       continue;
     }
     const EvalMetrics& m = *row.metrics;
-    const std::string second = m.bits_per_char ? fixed(*m.bits_per_char, 4)
+    const std::string second = m.bits_per_char ? fixed(*m.bits_per_char, 5)
                                : m.accuracy    ? fixed(100 * *m.accuracy, 2) + "%"
                                                : "";
-    std::snprintf(line, sizeof line, "%-18s %10s %10s %14s\n", row.precision.c_str(),
-                  fixed(m.loss, 4).c_str(), second.c_str(),
-                  fixed(m.loss / reference->metrics->loss, 4).c_str());
+    const double change = 100.0 * (m.loss / reference->metrics->loss - 1.0);
+    std::snprintf(line, sizeof line, "%-18s %10s %10s %+13.4f%%\n", row.precision.c_str(),
+                  fixed(m.loss, 5).c_str(), second.c_str(), change);
     out << line;
   }
   return out.str();

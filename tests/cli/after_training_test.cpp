@@ -126,7 +126,8 @@ TEST_F(AfterTraining, ThePrecisionTableEvaluatesOneModelUnderEveryFormat) {
   }
   const CliResult table = mixp("eval '" + run.string() + "' --precisions fp32,amp-fp16");
   ASSERT_EQ(table.status, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("loss/fp32"));
+  EXPECT_THAT(table.out, HasSubstr("vs fp32"));
+  EXPECT_THAT(table.out, HasSubstr("+0.0000%"));  // fp32 against itself
   EXPECT_THAT(table.out, HasSubstr("bits/char"));
   EXPECT_EQ(mixp("eval '" + run.string() + "' --precisions fp32,fp7").status, 2);
   const CliResult none = mixp("eval '" + (dir_ / "nowhere").string() + "'");
