@@ -148,6 +148,7 @@ void write_finished_run(const std::string& out_dir, TrainModel& model, const Tra
                          {"model", r.model_name},
                          {"precision", r.precision},
                          {"run_id", r.run_id},
+                         {"step", std::to_string(r.steps)},
                          {"mixp_version", version()},
                          {"config", r.config}});
   write_loss_plot(out_dir + "/loss.svg", r);

@@ -13,6 +13,7 @@
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
+#include "train/builtin_model.h"
 #include "train/run_folder.h"
 
 namespace mixp::train {
@@ -24,31 +25,6 @@ constexpr const char* kKjv = "data/kjv.txt";
 constexpr double kImageMean = 0.2860, kImageStd = 0.3530;
 constexpr int64_t kEvalWindows = 20;
 constexpr uint64_t kEvalSeedOffset = 0x5eed;
-
-class BuiltinModel : public TrainModel {
- public:
-  explicit BuiltinModel(std::unique_ptr<nn::Model> model) : model_(std::move(model)) {}
-  Tensor forward(const Tensor& x) override { return model_->forward(x); }
-  nn::Task task() const override { return model_->task(); }
-  nn::Module* module() override { return model_.get(); }
-  std::vector<std::pair<std::string, Tensor*>> named_parameters() override {
-    return model_->named_parameters();
-  }
-  std::vector<std::pair<std::string, Tensor*>> named_buffers() override {
-    return model_->named_buffers();
-  }
-  std::vector<bool> norm_parameter_flags() override { return model_->norm_parameter_flags(); }
-  void set_training(bool training) override { model_->train(training); }
-  std::optional<PhiloxState> generator_state() const override {
-    return model_->generator().state();
-  }
-  void set_generator_state(const PhiloxState& state) override {
-    model_->generator().set_state(state);
-  }
-
- private:
-  std::unique_ptr<nn::Model> model_;
-};
 
 class ImageSource : public DataSource {
  public:
@@ -146,6 +122,7 @@ std::string data_path(const RunConfig& config) {
 // Everything a run needs that is loaded once: the data, and the factory of fresh inputs.
 struct Prepared {
   TrainOptions options;
+  nn::ModelConfig model;  // the shape the data gives (classes, image size, vocabulary)
   std::function<RunInputs()> make;
   std::optional<DataFingerprint> data;  // none for synthetic data
 };
@@ -196,6 +173,7 @@ Prepared prepare_regression(const RunConfig& config) {
   const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
   nn::ModelConfig model = config.model;
   Prepared p;
+  p.model = model;
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
                      std::make_unique<RegressionSource>(data, batch)};
@@ -217,6 +195,7 @@ Prepared prepare_images(const RunConfig& config, const std::string& path) {
   model.image_size = data->train.images.size(2);
   const uint64_t seed = config.train.seed;
   Prepared p;
+  p.model = model;
   p.data = fingerprint_of(path, {data->train.images, data->train.labels});
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
@@ -237,6 +216,7 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
   model.vocab = int64_t(text->vocabulary.size());
   const int64_t context = model.context;
   Prepared p;
+  p.model = model;
   p.options.steps = config.train.steps;
   if (p.options.steps == 0) {
     const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
@@ -269,6 +249,7 @@ Prepared prepare(RunConfig config) {
   p.options.model_name = config.model.name;
   if (config.fingerprint && p.data) check_fingerprint(*config.fingerprint, *p.data);
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
+  config.model = p.model;  // so that the stored config rebuilds the model alone
   if (p.options.config.empty())
     p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
   return p;
@@ -383,7 +364,9 @@ std::string run_config_json(const RunConfig& c, const DataFingerprint* data) {
                         {"width", m.width},
                         {"context", m.context},
                         {"dropout", m.dropout},
-                        {"classes", m.classes}}},
+                        {"classes", m.classes},
+                        {"image_size", m.image_size},
+                        {"vocab", m.vocab}}},
                       {"data", c.data},
                       {"batch", c.batch},
                       {"train", train_json(c.train)},
@@ -407,6 +390,8 @@ RunConfig run_config_from_json(const std::string& text) {
     c.model.context = m.at("context").get<int64_t>();
     c.model.dropout = m.at("dropout").get<double>();
     c.model.classes = m.at("classes").get<decltype(c.model.classes)>();
+    c.model.image_size = m.value("image_size", c.model.image_size);  // absent in older runs
+    c.model.vocab = m.value("vocab", c.model.vocab);
     c.data = j.at("data").get<std::string>();
     c.batch = j.at("batch").get<int64_t>();
     read_train_settings(j.at("train"), c.train);
