@@ -78,6 +78,11 @@ int main_checked(int argc, char** argv) {
       "the loss scale, and the safe loss scales; SVG histograms and JSON");
   mixp::cli::add_inspect_flags(*inspect_cmd, inspect);
 
+  mixp::cli::SampleCommandOptions sample;
+  CLI::App* sample_cmd = app.add_subcommand(
+      "sample", "text from a trained gpt or lstm: the prompt and what the model writes after it");
+  mixp::cli::add_sample_flags(*sample_cmd, sample);
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -154,6 +159,7 @@ int main_checked(int argc, char** argv) {
   }
   if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
   if (*inspect_cmd) return mixp::cli::run_inspect_command(inspect, stdout);
+  if (*sample_cmd) return mixp::cli::run_sample_command(sample, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {
