@@ -61,24 +61,26 @@ void copy_positions(const Tensor& src, Tensor& dst, int64_t at, bool transposed)
   }
 }
 
-// 0 where new position i (absolute past + i) may see key j, -inf where j is later: [T, past + T].
-Tensor causal_mask(int64_t past, int64_t t) {
-  Tensor mask = zeros({t, past + t}, DType::f32);
+// 0 where new position i (absolute past + i) may see key j, -inf where j is later or not yet
+// written: [T, capacity].
+Tensor causal_mask(int64_t past, int64_t t, int64_t capacity) {
+  Tensor mask = zeros({t, capacity}, DType::f32);
   float* m = mask.data<float>();
   for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = past + i + 1; j < past + t; ++j)
-      m[i * (past + t) + j] = -std::numeric_limits<float>::infinity();
+    for (int64_t j = past + i + 1; j < capacity; ++j)
+      m[i * capacity + j] = -std::numeric_limits<float>::infinity();
   return mask;
 }
 
 // softmax(q k^T / sqrt(Dh) + mask) v for q [B, H, T, Dh], keys_t [B, H, Dh, S], v [B, H, S, Dh],
-// with the numerics of ops::scaled_dot_product_attention (see the header).
+// with the numerics of ops::scaled_dot_product_attention (see the header). The whole capacity S
+// is read, the positions not yet written masked out (their zeros add exact zeros), so that the
+// products keep one shape from token to token and oneDNN reuses their primitives.
 Tensor attend(const Tensor& q, const Tensor& keys_t, const Tensor& v, int64_t past) {
   const DType dtype = q.dtype();
-  const int64_t t = q.size(2);
   Tensor scores = ops::matmul(q, keys_t, DType::f32);
   scores = ops::mul_scalar(scores, 1.0 / std::sqrt(double(q.size(3))));
-  if (t > 1) scores = ops::add(scores, causal_mask(past, t));
+  scores = ops::add(scores, causal_mask(past, q.size(2), keys_t.size(3)));
   const Tensor p = ops::softmax(scores, -1);
   if (dtype == DType::bf16) return ops::matmul(p.to(DType::bf16), v, DType::bf16);
   const Tensor y = ops::matmul(p, v.dtype() == DType::f32 ? v : v.to(DType::f32), DType::f32);
@@ -100,8 +102,10 @@ void KVCache::append(const Tensor& k, const Tensor& v) {
   if (!fits) {
     MIXP_CHECK(length_ == 0, "KVCache: new positions of shape ", k.shape().to_string(), " ",
                name_of(k.dtype()), " after ", length_, " of another batch, width or dtype");
-    keys_t_ = empty({b, h, dh, capacity_}, k.dtype());
-    values_ = empty({b, h, capacity_, dh}, k.dtype());
+    // Zeros: the positions not yet written are read (masked) by the attention, and a product
+    // with garbage there could be NaN even with a probability of 0.
+    keys_t_ = zeros({b, h, dh, capacity_}, k.dtype());
+    values_ = zeros({b, h, capacity_, dh}, k.dtype());
   }
   copy_positions(k, keys_t_, length_, /*transposed=*/true);
   copy_positions(v, values_, length_, /*transposed=*/false);
@@ -141,9 +145,7 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, KVCache& cache) {
   {
     // The attention's dtypes are set here, as the fused op sets them inside its body.
     amp::Autocast off(DType::bf16, /*enabled=*/false);
-    const int64_t s = cache.length();
-    y = attend(qkv[0], ops::narrow(cache.keys_t_, 3, 0, s), ops::narrow(cache.values_, 2, 0, s),
-               past);
+    y = attend(qkv[0], cache.keys_t_, cache.values_, past);
   }
   return c_proj_->forward(ops::permute(y, {0, 2, 1, 3}).reshape({x.size(0), x.size(1), c}));
 }
