@@ -28,8 +28,10 @@ double median_of(std::vector<double> v) {
 }  // namespace
 
 int run_sample_bench(const SampleBenchOptions& o, std::FILE* out) {
-  MIXP_CHECK(o.tokens >= 1 && o.rounds >= 1, "mixp bench sample: --tokens and --rounds must be at "
-             "least 1, got ", o.tokens, " and ", o.rounds);
+  MIXP_CHECK(o.tokens >= 1 && o.rounds >= 1,
+             "mixp bench sample: --tokens and --rounds must be at "
+             "least 1, got ",
+             o.tokens, " and ", o.rounds);
   const nn::ModelConfig config{.name = "gpt",
                                .vocab = o.vocab,
                                .layers = o.layers,
@@ -67,7 +69,7 @@ int run_sample_bench(const SampleBenchOptions& o, std::FILE* out) {
   std::fprintf(out, "%-10s %12.1f %10.2f\n", "uncached", uncached, 1.0);
   std::fprintf(out, "%-10s %12.1f %10.2f\n", "cached", cached, cached / uncached);
   std::fprintf(out, "same text: %s\n",
-               same_text ? "yes" : "no (a near tie drawn differently after rounding)");
+               same_text ? "yes" : "no (rounding moved a draw across a boundary between tokens)");
   return 0;
 }
 

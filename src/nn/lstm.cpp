@@ -71,10 +71,10 @@ Tensor LSTM::layer_forward(const Layer& layer, const Tensor& x) const {
 }
 
 Tensor LSTM::step(const Tensor& x_t, State& state) const {
-  MIXP_CHECK(x_t.defined() && x_t.ndim() == 2 && x_t.size(1) == options_.input_size &&
-                 x_t.size(0) >= 1,
-             "LSTM step: expected an input [B, ", options_.input_size, "], got ",
-             x_t.defined() ? x_t.shape().to_string() : "an undefined tensor");
+  MIXP_CHECK(
+      x_t.defined() && x_t.ndim() == 2 && x_t.size(1) == options_.input_size && x_t.size(0) >= 1,
+      "LSTM step: expected an input [B, ", options_.input_size, "], got ",
+      x_t.defined() ? x_t.shape().to_string() : "an undefined tensor");
   const size_t layers = layers_.size();
   MIXP_CHECK(state.h.empty() || (state.h.size() == layers && state.c.size() == layers &&
                                  state.h[0].size(0) == x_t.size(0)),

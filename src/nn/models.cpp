@@ -275,9 +275,9 @@ class GptModel : public LanguageModelBase {
 
 // The checks of TokenDecoder::read: tokens i64 [T] within the vocabulary, T >= 1.
 void check_read(const char* model, const Tensor& tokens, int64_t vocab) {
-  MIXP_CHECK(tokens.defined() && tokens.dtype() == DType::i64 && tokens.ndim() == 1 &&
-                 tokens.numel() >= 1,
-             model, " decoder: expected i64 tokens [T] with T >= 1, got ", shape_of(tokens));
+  MIXP_CHECK(
+      tokens.defined() && tokens.dtype() == DType::i64 && tokens.ndim() == 1 && tokens.numel() >= 1,
+      model, " decoder: expected i64 tokens [T] with T >= 1, got ", shape_of(tokens));
   const std::vector<double> values = tokens.to_vector();
   for (size_t i = 0; i < values.size(); ++i)
     MIXP_CHECK(values[i] >= 0 && values[i] < double(vocab), model, " decoder: token ", values[i],

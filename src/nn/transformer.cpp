@@ -161,9 +161,7 @@ MLP::MLP(const TransformerBlockOptions& options, Philox& rng, std::shared_ptr<Ph
                                                                   std::move(dropout_rng)));
 }
 
-Tensor MLP::forward(const Tensor& x) {
-  return dropout_->forward(forward_without_dropout(x));
-}
+Tensor MLP::forward(const Tensor& x) { return dropout_->forward(forward_without_dropout(x)); }
 
 Tensor MLP::forward_without_dropout(const Tensor& x) {
   return c_proj_->forward(ops::gelu_tanh(c_fc_->forward(x)));

@@ -51,16 +51,14 @@ std::vector<int64_t> encode_text(const std::string& text, const std::string& voc
   tokens.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     const size_t at = vocabulary.find(text[i]);
-    MIXP_CHECK(at != std::string::npos, "the prompt's character ", shown(text[i]),
-               " at position ", i, " is not in the model's vocabulary of ", vocabulary.size(),
-               " characters");
+    MIXP_CHECK(at != std::string::npos, "the prompt's character ", shown(text[i]), " at position ",
+               i, " is not in the model's vocabulary of ", vocabulary.size(), " characters");
     tokens.push_back(int64_t(at));
   }
   return tokens;
 }
 
-int64_t draw_token(std::span<const float> logits, double temperature, int64_t top_k,
-                   Philox& rng) {
+int64_t draw_token(std::span<const float> logits, double temperature, int64_t top_k, Philox& rng) {
   MIXP_CHECK(!logits.empty(), "sample: no logits to draw from");
   for (size_t i = 0; i < logits.size(); ++i)
     MIXP_CHECK(std::isfinite(logits[i]), "sample: the model's logit of token ", i, " is ",
@@ -69,14 +67,14 @@ int64_t draw_token(std::span<const float> logits, double temperature, int64_t to
   std::iota(candidates.begin(), candidates.end(), int64_t{0});
   if (top_k > 0 && size_t(top_k) < candidates.size()) {
     // std::stable_sort keeps the lower index first among equal logits.
-    std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) {
-      return logits[size_t(a)] > logits[size_t(b)];
-    });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](int64_t a, int64_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
     candidates.resize(size_t(top_k));
     std::sort(candidates.begin(), candidates.end());
   }
   double largest = -INFINITY;
-  for (const int64_t c : candidates) largest = std::max(largest, double(logits[size_t(c)]) / temperature);
+  for (const int64_t c : candidates)
+    largest = std::max(largest, double(logits[size_t(c)]) / temperature);
   std::vector<double> weights;
   double total = 0.0;
   for (const int64_t c : candidates) {
@@ -133,7 +131,8 @@ Tensor NextTokenLogits::read_uncached() {
   const auto length = int64_t(sequence_.size());
   window_ = {std::max<int64_t>(0, length - model_.config().context), length};
   const int64_t t = window_.second - window_.first;
-  const Tensor x = token_tensor(std::span(sequence_).subspan(size_t(window_.first))).reshape({1, t});
+  const Tensor x =
+      token_tensor(std::span(sequence_).subspan(size_t(window_.first))).reshape({1, t});
   return model_.forward(x).reshape({t, -1});
 }
 

@@ -236,9 +236,10 @@ void Trainer::prepare_samples() {
 void Trainer::sample_if_due() {
   if (!sample_inference_ || c_.step % o_.sample_every != 0) return;
   const std::string& v = o_.vocabulary;
-  const SampleOptions options{.prompt = std::string(1, v.find('\n') != std::string::npos ? '\n' : v[0]),
-                              .tokens = o_.sample_tokens,
-                              .seed = o_.seed};
+  const SampleOptions options{
+      .prompt = std::string(1, v.find('\n') != std::string::npos ? '\n' : v[0]),
+      .tokens = o_.sample_tokens,
+      .seed = o_.seed};
   model_.set_training(false);
   const std::string text = sample(*sample_model_, v, *sample_inference_, options);
   model_.set_training(true);

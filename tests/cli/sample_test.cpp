@@ -86,7 +86,8 @@ TEST_F(SampleCli, BadFlagsAndPromptsExitWithTwoNamingThem) {
 
 TEST_F(SampleCli, TrainPrintsSamplesAndResumeMayChangeTheirInterval) {
   const fs::path out = dir_ / "sampled";
-  CliResult r = mixp(train_args(out, 20) + " --sample-every 10 --sample-tokens 25 --checkpoint-every 10");
+  CliResult r =
+      mixp(train_args(out, 20) + " --sample-every 10 --sample-tokens 25 --checkpoint-every 10");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("sample at step 10:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sample at step 20:"), std::string::npos) << r.out;
@@ -152,8 +153,7 @@ TEST_F(SampleCli, ATrainedModelsSamplesAreAsLikelyToItAsItsEvaluationText) {
   const double eval_loss = summary["final_eval_loss"];
   const double mean = loss / double(n), spread = std::sqrt(loss_squares / double(n) - mean * mean);
   const double validation = double(fs::file_size(dir_ / "corpus.txt")) / 10;
-  const double bound =
-      5 * std::sqrt(variance) / double(n) + 5 * spread / std::sqrt(validation);
+  const double bound = 5 * std::sqrt(variance) / double(n) + 5 * spread / std::sqrt(validation);
   EXPECT_NEAR(mean, eval_loss, bound) << "mean entropy " << entropy / double(n);
 }
 

@@ -36,7 +36,8 @@ std::vector<double> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 }
 
 Tensor as_tokens(const std::vector<double>& values, size_t begin, size_t end) {
-  const std::vector<double> part(values.begin() + ptrdiff_t(begin), values.begin() + ptrdiff_t(end));
+  const std::vector<double> part(values.begin() + ptrdiff_t(begin),
+                                 values.begin() + ptrdiff_t(end));
   return from_values(part, Shape{int64_t(part.size())}, DType::i64);
 }
 
@@ -52,7 +53,8 @@ std::pair<Tensor, Tensor> full_and_decoded(Model& model, const std::vector<doubl
       model.forward(as_tokens(tokens, 0, tokens.size()).reshape({1, t})).reshape({t, -1});
   std::unique_ptr<TokenDecoder> decoder = model.make_decoder();
   std::vector<Tensor> parts{decoder->read(as_tokens(tokens, 0, prompt))};
-  for (size_t i = prompt; i < tokens.size(); ++i) parts.push_back(decoder->read(as_tokens(tokens, i, i + 1)));
+  for (size_t i = prompt; i < tokens.size(); ++i)
+    parts.push_back(decoder->read(as_tokens(tokens, i, i + 1)));
   EXPECT_EQ(decoder->length(), t);
   return {full, ops::cat(parts, 0)};
 }
@@ -137,7 +139,8 @@ TEST(Decoder, RefusesTokensOutsideTheVocabularyAndPastTheContext) {
         << e.message();
   }
   EXPECT_EQ(decoder->capacity(), c.context);
-  (void)decoder->read(from_values(random_tokens(c.context, c.vocab, 5), Shape{c.context}, DType::i64));
+  (void)decoder->read(
+      from_values(random_tokens(c.context, c.vocab, 5), Shape{c.context}, DType::i64));
   try {
     (void)decoder->read(from_values({1}, Shape{1}, DType::i64));
     ADD_FAILURE() << "the gpt read past its context";

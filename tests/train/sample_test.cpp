@@ -15,8 +15,8 @@
 #include "mixp/io/safetensors.h"
 #include "mixp/nn/models.h"
 #include "mixp/ops.h"
-#include "mixp/train/sample.h"
 #include "mixp/train/run.h"
+#include "mixp/train/sample.h"
 #include "mixp/train/trained_model.h"
 #include "support/scratch.h"
 #include "support/tolerance.h"
@@ -64,10 +64,9 @@ TEST(Sample, TopKOneIsTheFirstLargestLogit) {
 TEST(Sample, DrawsFollowTheSoftmaxOfTheCandidates) {
   const std::vector<float> logits = {1.0f, -0.5f, 0.25f, 2.0f, 0.25f, -3.0f};
   const int64_t n = 40000;
-  for (const auto& [temperature, top_k] : std::vector<std::pair<double, int64_t>>{
-           {1.0, 0}, {0.5, 0}, {2.0, 3}, {1.0, 4}}) {
-    SCOPED_TRACE("temperature " + std::to_string(temperature) + " top-k " +
-                 std::to_string(top_k));
+  for (const auto& [temperature, top_k] :
+       std::vector<std::pair<double, int64_t>>{{1.0, 0}, {0.5, 0}, {2.0, 3}, {1.0, 4}}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature) + " top-k " + std::to_string(top_k));
     // The top-k set, written out: the k largest, the lower index first among equal logits.
     std::vector<size_t> order = {3, 0, 2, 4, 1, 5};
     std::vector<bool> kept(logits.size(), true);
@@ -174,14 +173,14 @@ TEST(Sample, CachedLogitsAreTheForwardOfTheDocumentedWindow) {
       std::vector<float> want = full;
       if (begin != uncached.window().first) {
         nn::Model& m = c.name == "lstm" ? *reference : *model;
-        const Tensor logits = m.forward(
-            from_values(window, Shape{1, int64_t(window.size())}, DType::i64));
+        const Tensor logits =
+            m.forward(from_values(window, Shape{1, int64_t(window.size())}, DType::i64));
         const std::vector<double> last = logits.slice(0, 1).reshape({-1, c.vocab}).to_vector();
         want.assign(last.end() - c.vocab, last.end());
       }
       const std::vector<double> got_d(got.begin(), got.end()), want_d(want.begin(), want.end());
-      ASSERT_EQ(test::compare(from_values(got_d, Shape{c.vocab}), from_values(want_d, Shape{c.vocab}),
-                              tol),
+      ASSERT_EQ(test::compare(from_values(got_d, Shape{c.vocab}),
+                              from_values(want_d, Shape{c.vocab}), tol),
                 "");
     }
   }
@@ -228,13 +227,21 @@ TEST(Sample, SamplesDuringTrainingChangeNothingOfTheRun) {
     SCOPED_TRACE(precision);
     auto run = [&](int64_t sample_every, SampleObserver* observer) {
       RunConfig c;
-      c.model = {.name = "gpt", .layers = 1, .heads = 2, .width = 16, .context = 16, .dropout = 0.1};
+      c.model = {
+          .name = "gpt", .layers = 1, .heads = 2, .width = 16, .context = 16, .dropout = 0.1};
       c.data = (dir / "corpus.txt").string();
       c.batch = 4;
-      c.train = {.precision = precision, .steps = 12, .lr = 0.01, .seed = 7, .threads = 1,
+      c.train = {.precision = precision,
+                 .steps = 12,
+                 .lr = 0.01,
+                 .seed = 7,
+                 .threads = 1,
                  .out_dir = (dir / (precision + std::to_string(sample_every))).string(),
-                 .eval_interval = 6, .observer = observer, .checkpoint_every = 5,
-                 .sample_every = sample_every, .sample_tokens = 30};
+                 .eval_interval = 6,
+                 .observer = observer,
+                 .checkpoint_every = 5,
+                 .sample_every = sample_every,
+                 .sample_tokens = 30};
       return run_train(c);
     };
     SampleObserver observer;

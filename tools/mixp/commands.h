@@ -106,8 +106,8 @@ int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);
 
 /// mixp sample: text from a trained gpt or lstm, the prompt first, to `out`.
 struct SampleCommandOptions {
-  std::string from;       ///< a run folder, a model.safetensors or a checkpoint
-  std::string prompt;     ///< empty: "\n" when the vocabulary has it, else its first character
+  std::string from;    ///< a run folder, a model.safetensors or a checkpoint
+  std::string prompt;  ///< empty: "\n" when the vocabulary has it, else its first character
   int64_t tokens = 200;
   double temperature = 1.0;
   int64_t top_k = 0;

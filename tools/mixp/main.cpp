@@ -138,8 +138,9 @@ int main_checked(int argc, char** argv) {
   bench_sample_cmd->add_option("--width", bench_sample.width, "default 384");
   bench_sample_cmd->add_option("--context", bench_sample.context, "default 256");
   bench_sample_cmd->add_option("--precision", bench_sample.precision, "a preset (default fp32)");
-  bench_sample_cmd->add_option("--tokens", bench_sample.tokens,
-                               "tokens generated per round (default 255: the prompt and these fill the context)");
+  bench_sample_cmd->add_option(
+      "--tokens", bench_sample.tokens,
+      "tokens generated per round (default 255: the prompt and these fill the context)");
   bench_sample_cmd->add_option("--rounds", bench_sample.rounds, "timed rounds (default 3)");
 
   try {

@@ -103,8 +103,7 @@ class CausalSelfAttention : public UnaryModule {
 
 class MLP : public UnaryModule {
  public:
-  MLP(const TransformerBlockOptions& options, Philox& rng,
-      std::shared_ptr<Philox> dropout_rng);
+  MLP(const TransformerBlockOptions& options, Philox& rng, std::shared_ptr<Philox> dropout_rng);
   /// x [..., C] -> [..., C].
   Tensor forward(const Tensor& x) override;
   /// forward() as in evaluation mode, whatever the mode: no dropout.
