@@ -50,12 +50,16 @@ TEST(Sample, TheDrawIsAFunctionOfTheGeneratorState) {
   }
 }
 
+// Logits drawn from a few integers, so that many have ties; greedy is the first largest.
 TEST(Sample, TopKOneIsTheFirstLargestLogit) {
-  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f};
-  for (uint64_t seed = 0; seed < 50; ++seed) {
+  Philox values(PhiloxState{.seed = 4});
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::vector<float> logits;
+    for (int i = 0; i < 7; ++i) logits.push_back(float(values.next_u32() % 4) - 1.5f);
+    const auto first_largest = std::max_element(logits.begin(), logits.end()) - logits.begin();
     Philox rng(PhiloxState{.seed = seed});
     for (const double temperature : {0.1, 1.0, 10.0})
-      EXPECT_EQ(draw_token(logits, temperature, 1, rng), 1) << "ties go to the lower index";
+      EXPECT_EQ(draw_token(logits, temperature, 1, rng), first_largest);
   }
 }
 
@@ -67,11 +71,15 @@ TEST(Sample, DrawsFollowTheSoftmaxOfTheCandidates) {
   for (const auto& [temperature, top_k] :
        std::vector<std::pair<double, int64_t>>{{1.0, 0}, {0.5, 0}, {2.0, 3}, {1.0, 4}}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature) + " top-k " + std::to_string(top_k));
-    // The top-k set, written out: the k largest, the lower index first among equal logits.
-    std::vector<size_t> order = {3, 0, 2, 4, 1, 5};
+    // Token i is a candidate when fewer than k tokens come before it: a larger logit, or an
+    // equal one at a lower index.
     std::vector<bool> kept(logits.size(), true);
-    if (top_k > 0)
-      for (size_t i = size_t(top_k); i < order.size(); ++i) kept[order[i]] = false;
+    for (size_t i = 0; i < logits.size() && top_k > 0; ++i) {
+      int64_t before = 0;
+      for (size_t j = 0; j < logits.size(); ++j)
+        before += logits[j] > logits[i] || (logits[j] == logits[i] && j < i);
+      kept[i] = before < top_k;
+    }
     std::vector<double> p(logits.size(), 0.0);
     double total = 0;
     for (size_t i = 0; i < logits.size(); ++i)
@@ -182,6 +190,37 @@ TEST(Sample, CachedLogitsAreTheForwardOfTheDocumentedWindow) {
       ASSERT_EQ(test::compare(from_values(got_d, Shape{c.vocab}),
                               from_values(want_d, Shape{c.vocab}), tol),
                 "");
+    }
+  }
+}
+
+// Within the context the cache changes nothing but the order of sums, under the presets whose
+// attention is not FP8: the logits of the two paths within the tolerance of the compute dtype.
+TEST(Sample, CachedAndUncachedLogitsAgreeUnderThePresets) {
+  for (const char* precision : {"fp32", "amp-bf16", "bf16", "amp-fp16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const nn::ModelConfig c = tiny("gpt");
+    auto model = nn::make_model(c, 8);
+    model->train(false);
+    Inference inference(*model, precision);
+    inference.cast_parameters();
+    const DType compute = inference.preset().compute_dtype.value_or(DType::f32);
+    NextTokenLogits cached(*model, true), uncached(*model, false);
+    Philox rng(PhiloxState{.seed = 6});
+    for (int64_t l = 1; l <= c.context; ++l) {
+      const int64_t token[] = {int64_t(rng.next_u32() % uint32_t(c.vocab))};
+      cached.append(token);
+      uncached.append(token);
+      std::vector<float> got, want;
+      inference.run([&] {
+        got = cached.logits();
+        want = uncached.logits();
+      });
+      const std::vector<double> g(got.begin(), got.end()), w(want.begin(), want.end());
+      ASSERT_EQ(test::compare(from_values(g, Shape{c.vocab}), from_values(w, Shape{c.vocab}),
+                              test::tolerance(compute, 4 * c.width)),
+                "")
+          << "L = " << l;
     }
   }
 }
