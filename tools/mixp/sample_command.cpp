@@ -43,7 +43,7 @@ int run_sample_command(const SampleCommandOptions& o, std::FILE* out) {
   MIXP_CHECK(o.threads >= 0, "--threads must be positive, got ", o.threads);
   if (o.threads > 0) set_num_threads(o.threads);
   train::TrainedModel t = train::load_trained_model(o.from);
-  MIXP_CHECK(t.model->task() == nn::Task::language_model, "--from ", o.from, " holds a ",
+  MIXP_CHECK(t.model->task() == nn::Task::language_model, o.from, " holds a ",
              t.config.model.name, " model; mixp sample needs a text model (gpt or lstm)");
   train::SampleOptions chosen = options;
   if (o.prompt.empty() && t.vocabulary.find('\n') == std::string::npos)
