@@ -81,7 +81,8 @@ TEST_F(SampleCli, BadFlagsAndPromptsExitWithTwoNamingThem) {
             0);
   const CliResult r = mixp("sample '" + regression.string() + "'");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("needs a text model"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("holds a deep-mlp model; mixp sample needs a text model"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(SampleCli, TrainPrintsSamplesAndResumeMayChangeTheirInterval) {
