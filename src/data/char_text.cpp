@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
@@ -43,6 +44,33 @@ std::string describe_byte(unsigned char byte) {
   return text;
 }
 
+// The token of each byte; -1 for a byte outside the vocabulary.
+using TokenTable = std::array<int, 256>;
+
+TokenTable token_table(const std::string& vocabulary) {
+  TokenTable token{};
+  token.fill(-1);
+  for (size_t i = 0; i < vocabulary.size(); ++i)
+    token[static_cast<unsigned char>(vocabulary[i])] = int(i);
+  return token;
+}
+
+// The tokens of `text` as u8 (a byte vocabulary has at most 256 entries); `unknown` is called
+// with the first byte outside the vocabulary and its position (counted from `offset`), and
+// must throw.
+template <typename Unknown>
+Tensor tokens_of(std::string_view text, const TokenTable& token, int64_t offset,
+                 Unknown&& unknown) {
+  Tensor tokens = empty({int64_t(text.size())}, DType::u8, MemoryTag::data);
+  uint8_t* out = tokens.data<uint8_t>();
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (token[byte] < 0) unknown(byte, offset + int64_t(i));
+    out[i] = uint8_t(token[byte]);
+  }
+  return tokens;
+}
+
 }  // namespace
 
 CharText load_char_text(const std::string& path, const CharTextOptions& options) {
@@ -64,30 +92,30 @@ CharText load_char_text(const std::string& path, const CharTextOptions& options)
   for (int64_t i = 0; i < n_train; ++i) seen[static_cast<unsigned char>(text[size_t(i)])] = true;
   CharText result;
   result.path = path;
-  std::array<int64_t, 256> token{};
-  token.fill(-1);
-  for (int byte = 0; byte < 256; ++byte) {
-    if (!seen[size_t(byte)]) continue;
-    token[size_t(byte)] = int64_t(result.vocabulary.size());
-    result.vocabulary.push_back(static_cast<char>(byte));
-  }
-
-  result.train_tokens = empty({n_train}, DType::i64, MemoryTag::data);
-  result.validation_tokens = empty({n_val}, DType::i64, MemoryTag::data);
-  int64_t* train = result.train_tokens.data<int64_t>();
-  int64_t* val = result.validation_tokens.data<int64_t>();
-  for (int64_t i = 0; i < n_train; ++i) {
-    train[i] = token[static_cast<unsigned char>(text[size_t(i)])];
-  }
-  for (int64_t i = 0; i < n_val; ++i) {
-    const auto byte = static_cast<unsigned char>(text[size_t(n_train + i)]);
-    MIXP_CHECK(token[byte] >= 0, path, ": byte ", describe_byte(byte), " at position ", n_train + i,
-               " of the validation split does not occur in the training split (the "
-               "first ",
-               n_train, " bytes), so it has no token");
-    val[i] = token[byte];
-  }
+  for (int byte = 0; byte < 256; ++byte)
+    if (seen[size_t(byte)]) result.vocabulary.push_back(static_cast<char>(byte));
+  const TokenTable token = token_table(result.vocabulary);
+  result.train_tokens = tokens_of(std::string_view(text).substr(0, size_t(n_train)), token, 0,
+                                  [&](unsigned char, int64_t) {});
+  result.validation_tokens = tokens_of(
+      std::string_view(text).substr(size_t(n_train)), token, n_train,
+      [&](unsigned char byte, int64_t at) {
+        MIXP_CHECK(false, path, ": byte ", describe_byte(byte), " at position ", at,
+                   " of the validation split does not occur in the training split (the first ",
+                   n_train, " bytes), so it has no token");
+      });
   return result;
+}
+
+Tensor tokenize_text(const std::string& path, const std::string& vocabulary) {
+  MIXP_CHECK(!vocabulary.empty() && vocabulary.size() <= 256, "tokenize_text: ", path,
+             ": a vocabulary of 1 to 256 characters is needed, got ", vocabulary.size());
+  const std::string text = read_file(path);
+  MIXP_CHECK(!text.empty(), path, ": the text is empty");
+  return tokens_of(text, token_table(vocabulary), 0, [&](unsigned char byte, int64_t at) {
+    MIXP_CHECK(false, path, ": character ", describe_byte(byte), " at position ", at,
+               " is not in the model's vocabulary of ", vocabulary.size(), " characters");
+  });
 }
 
 }  // namespace mixp::data

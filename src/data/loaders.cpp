@@ -1,4 +1,5 @@
 // The loaders: shuffled, normalized image batches and random text windows, both resumable.
+#include <algorithm>
 #include <array>
 #include <numeric>
 
@@ -99,10 +100,52 @@ void ImageLoader::set_state(const LoaderState& state) {
   reshuffle();
 }
 
+namespace {
+
+// tokens[start, start + count) widened to i64.
+void copy_tokens(const Tensor& tokens, int64_t start, int64_t count, int64_t* out) {
+  if (tokens.dtype() == DType::u8) {
+    const uint8_t* from = tokens.data<uint8_t>() + start;
+    std::copy(from, from + count, out);
+  } else {
+    const int64_t* from = tokens.data<int64_t>() + start;
+    std::copy(from, from + count, out);
+  }
+}
+
+}  // namespace
+
+void for_each_text_window(const Tensor& tokens, int64_t context, int64_t batch_size,
+                          const std::function<void(const Batch&)>& visit) {
+  MIXP_CHECK(tokens.defined() && tokens.ndim() == 1 &&
+                 (tokens.dtype() == DType::u8 || tokens.dtype() == DType::i64),
+             "for_each_text_window: tokens must be u8 or i64 [n]");
+  MIXP_CHECK(context > 0 && batch_size > 0,
+             "for_each_text_window: context and batch size must be positive, got ", context,
+             " and ", batch_size);
+  const int64_t predicted = tokens.size(0) - 1;
+  MIXP_CHECK(predicted >= 1, "the text to evaluate holds ", tokens.size(0),
+             " tokens; at least 2 are needed (one to read, one to predict)");
+  const int64_t full = predicted / context, rest = predicted % context;
+  auto emit = [&](int64_t first_window, int64_t windows, int64_t length) {
+    Batch batch{.x = empty({windows, length}, DType::i64, MemoryTag::data),
+                .y = empty({windows, length}, DType::i64, MemoryTag::data)};
+    for (int64_t w = 0; w < windows; ++w) {
+      const int64_t start = (first_window + w) * context;
+      copy_tokens(tokens, start, length, batch.x.data<int64_t>() + w * length);
+      copy_tokens(tokens, start + 1, length, batch.y.data<int64_t>() + w * length);
+    }
+    visit(batch);
+  };
+  for (int64_t w = 0; w < full; w += batch_size) emit(w, std::min(batch_size, full - w), context);
+  if (rest > 0) emit(full, 1, rest);
+}
+
 TextLoader::TextLoader(const Tensor& tokens, const TextLoaderOptions& options)
     : tokens_(tokens), options_(options) {
-  MIXP_CHECK(tokens_.defined() && tokens_.dtype() == DType::i64 && tokens_.ndim() == 1,
-             "TextLoader: tokens must be i64 [n]");
+  MIXP_CHECK(tokens_.defined() && tokens_.ndim() == 1 &&
+                 (tokens_.dtype() == DType::u8 || tokens_.dtype() == DType::i64),
+             "TextLoader: tokens must be u8 or i64 [n]");
   MIXP_CHECK(options_.batch_size > 0 && options_.context > 0,
              "TextLoader: batch_size and context must be positive, got ", options_.batch_size,
              " and ", options_.context);
@@ -119,13 +162,10 @@ Batch TextLoader::next() {
   Batch batch;
   batch.x = empty({b, t}, DType::i64, MemoryTag::data);
   batch.y = empty({b, t}, DType::i64, MemoryTag::data);
-  const int64_t* tokens = tokens_.data<int64_t>();
-  int64_t* x = batch.x.data<int64_t>();
-  int64_t* y = batch.y.data<int64_t>();
   for (int64_t r = 0; r < b; ++r) {
     const auto start = int64_t(draw_u64(state_.rng, uint64_t(r)) % starts);
-    std::copy(tokens + start, tokens + start + t, x + r * t);
-    std::copy(tokens + start + 1, tokens + start + 1 + t, y + r * t);
+    copy_tokens(tokens_, start, t, batch.x.data<int64_t>() + r * t);
+    copy_tokens(tokens_, start + 1, t, batch.y.data<int64_t>() + r * t);
   }
   state_.rng.offset += 2 * uint64_t(b);
   state_.position += b;

@@ -13,7 +13,9 @@
 #include "mixp/data/dataset.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
+#include "mixp/train/trained_model.h"
 #include "train/builtin_model.h"
+#include "train/run_data.h"
 #include "train/run_folder.h"
 
 namespace mixp::train {
@@ -21,10 +23,6 @@ namespace {
 
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 constexpr const char* kKjv = "data/kjv.txt";
-// Fashion-MNIST's pixel statistics (torchvision's usual normalization for it).
-constexpr double kImageMean = 0.2860, kImageStd = 0.3530;
-constexpr int64_t kEvalWindows = 20;
-constexpr uint64_t kEvalSeedOffset = 0x5eed;
 
 class ImageSource : public DataSource {
  public:
@@ -39,11 +37,7 @@ class ImageSource : public DataSource {
   void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
   int64_t batch_size() const override { return batch_; }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
-    data::ImageLoader test(data_->test, {.batch_size = std::max<int64_t>(batch_, 256),
-                                         .shuffle = false,
-                                         .mean = kImageMean,
-                                         .std = kImageStd});
-    while (auto batch = test.next()) visit(*batch);
+    for_each_image_eval_batch(data_->test, batch_, visit);
   }
 
  private:
@@ -59,7 +53,6 @@ class TextSource : public DataSource {
       : text_(std::move(text)),
         batch_(batch),
         context_(context),
-        seed_(seed),
         train_(text_->train_tokens, {.batch_size = batch, .context = context, .seed = seed}) {}
   std::optional<data::Batch> next_train() override { return train_.next(); }
   int64_t batches_per_epoch() const override { return 0; }
@@ -67,16 +60,12 @@ class TextSource : public DataSource {
   void set_loader_state(const data::LoaderState& state) override { train_.set_state(state); }
   int64_t batch_size() const override { return batch_; }
   void for_each_eval_batch(const std::function<void(const data::Batch&)>& visit) override {
-    data::TextLoader val(
-        text_->validation_tokens,
-        {.batch_size = batch_, .context = context_, .seed = seed_ + kEvalSeedOffset});
-    for (int64_t i = 0; i < kEvalWindows; ++i) visit(val.next());
+    data::for_each_text_window(text_->validation_tokens, context_, batch_, visit);
   }
 
  private:
   std::shared_ptr<const data::CharText> text_;
   int64_t batch_, context_;
-  uint64_t seed_;
   data::TextLoader train_;
 };
 
@@ -127,42 +116,6 @@ struct Prepared {
   std::optional<DataFingerprint> data;  // none for synthetic data
 };
 
-uint32_t crc32_of(uint32_t crc, const Tensor& t) {
-  const auto* bytes = static_cast<const Bytef*>(t.raw_data());
-  for (size_t done = 0, n = t.nbytes(); done < n;) {
-    const uInt chunk = uInt(std::min<size_t>(n - done, 1u << 30));
-    crc = uint32_t(::crc32(crc, bytes + done, chunk));
-    done += chunk;
-  }
-  return crc;
-}
-
-DataFingerprint fingerprint_of(const std::string& path, const std::vector<Tensor>& train_split) {
-  DataFingerprint f;
-  f.path = path;
-  f.crc32 = uint32_t(::crc32(0L, Z_NULL, 0));
-  for (const Tensor& t : train_split) {
-    f.bytes += int64_t(t.nbytes());
-    f.crc32 = crc32_of(f.crc32, t);
-  }
-  return f;
-}
-
-void check_fingerprint(const DataFingerprint& expected, const DataFingerprint& found) {
-  auto describe = [](const DataFingerprint& f) {
-    char crc[16];
-    std::snprintf(crc, sizeof crc, "%08x", f.crc32);
-    return std::to_string(f.bytes) + " bytes of training data with crc32 " + crc;
-  };
-  MIXP_CHECK(expected.bytes == found.bytes && expected.crc32 == found.crc32 &&
-                 expected.vocabulary == found.vocabulary,
-             "the data at ", found.path, " is not the data this run trained on: the run expects ",
-             describe(expected),
-             expected.vocabulary == found.vocabulary ? "" : " and another vocabulary", " (from ",
-             expected.path, "), and found ", describe(found),
-             ". Resume with the run's own data (--data), or start a new run");
-}
-
 Prepared prepare_regression(const RunConfig& config) {
   MIXP_CHECK(config.data.empty(), "model ", config.model.name,
              " trains on synthetic data made from the seed; it takes no --data");
@@ -211,7 +164,13 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
                    "repository root, or pass --data FILE"
                  : ": --data must be a text file");
   const int64_t batch = config.batch > 0 ? config.batch : 16;
-  auto text = std::make_shared<const data::CharText>(data::load_char_text(path));
+  MIXP_CHECK(config.val_fraction > 0 && config.val_fraction < 1,
+             "the validation fraction must be in (0, 1), got ", config.val_fraction);
+  auto text = std::make_shared<const data::CharText>(
+      data::load_char_text(path, {.validation_fraction = config.val_fraction}));
+  MIXP_CHECK(text->validation_tokens.numel() >= 2, path, ": the validation split holds ",
+             text->validation_tokens.numel(),
+             " characters; at least 2 are needed. Use a longer text or a larger --val-fraction");
   nn::ModelConfig model = config.model;
   model.vocab = int64_t(text->vocabulary.size());
   const int64_t context = model.context;
@@ -222,7 +181,7 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
     const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
     p.options.steps = config.train.epochs * per_epoch;
   }
-  p.data = fingerprint_of(path, {text->train_tokens});
+  p.data = fingerprint_of_tokens(path, text->train_tokens);
   p.data->vocabulary = text->vocabulary;
   const uint64_t seed = config.train.seed;
   p.make = [text, model, batch, context, seed] {
@@ -230,6 +189,31 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
                      std::make_unique<TextSource>(text, batch, context, seed)};
   };
   return p;
+}
+
+// Fine-tuning: every fresh model starts from the weights at config.init_from, read once.
+void start_from_trained(Prepared& p, RunConfig& config) {
+  config.init_from = std::filesystem::absolute(config.init_from).lexically_normal().string();
+  auto init = std::make_shared<const TrainedWeights>(read_trained_weights(config.init_from));
+  if (p.data && !p.data->vocabulary.empty()) {
+    const std::string& theirs = init->config.fingerprint->vocabulary;
+    std::string only_data, only_model;
+    for (const char ch : p.data->vocabulary)
+      if (theirs.find(ch) == std::string::npos) only_data += ch;
+    for (const char ch : theirs)
+      if (p.data->vocabulary.find(ch) == std::string::npos) only_model += ch;
+    MIXP_CHECK(theirs == p.data->vocabulary, "--init-from ", init->source,
+               ": the model's vocabulary of ", theirs.size(), " characters is not the data's (",
+               p.data->vocabulary.size(), "): characters only in the data: '", only_data,
+               "', only in the model: '", only_model,
+               "'. A text model reads only the characters it was trained on");
+  }
+  auto make = p.make;
+  p.make = [make, init] {
+    RunInputs inputs = make();
+    load_weights(dynamic_cast<BuiltinModel&>(*inputs.model).model(), init->tensors, init->source);
+    return inputs;
+  };
 }
 
 Prepared prepare(RunConfig config) {
@@ -247,16 +231,87 @@ Prepared prepare(RunConfig config) {
   p.options = config.train;
   if (task == nn::Task::language_model) p.options.steps = steps;
   p.options.model_name = config.model.name;
-  if (config.fingerprint && p.data) check_fingerprint(*config.fingerprint, *p.data);
+  if (config.fingerprint && p.data)
+    check_fingerprint(*config.fingerprint, *p.data,
+                      "Resume with the run's own data (--data), or start a new run");
   if (p.data) p.options.vocabulary = p.data->vocabulary;
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
   config.model = p.model;  // so that the stored config rebuilds the model alone
+  if (!config.init_from.empty()) start_from_trained(p, config);
   if (p.options.config.empty())
     p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
   return p;
 }
 
 }  // namespace
+
+namespace {
+
+uint32_t crc32_of(uint32_t crc, const Tensor& t) {
+  const auto* bytes = static_cast<const Bytef*>(t.raw_data());
+  for (size_t done = 0, n = t.nbytes(); done < n;) {
+    const uInt chunk = uInt(std::min<size_t>(n - done, 1u << 30));
+    crc = uint32_t(::crc32(crc, bytes + done, chunk));
+    done += chunk;
+  }
+  return crc;
+}
+
+}  // namespace
+
+// The tokens' crc32 and size as 8-byte ids, which is how runs recorded them before tokens were
+// held in one byte: a run started then resumes with the same fingerprint.
+DataFingerprint fingerprint_of_tokens(const std::string& path, const Tensor& tokens) {
+  DataFingerprint f;
+  f.path = path;
+  f.crc32 = uint32_t(::crc32(0L, Z_NULL, 0));
+  constexpr int64_t kChunk = 1 << 16;
+  std::vector<int64_t> wide(static_cast<size_t>(kChunk));
+  const uint8_t* narrow = tokens.data<uint8_t>();
+  for (int64_t done = 0, n = tokens.numel(); done < n; done += kChunk) {
+    const int64_t count = std::min(kChunk, n - done);
+    std::copy(narrow + done, narrow + done + count, wide.begin());
+    f.crc32 = uint32_t(::crc32(f.crc32, reinterpret_cast<const Bytef*>(wide.data()),
+                               uInt(count * int64_t(sizeof(int64_t)))));
+  }
+  f.bytes = tokens.numel() * int64_t(sizeof(int64_t));
+  return f;
+}
+
+DataFingerprint fingerprint_of(const std::string& path, const std::vector<Tensor>& train_split) {
+  DataFingerprint f;
+  f.path = path;
+  f.crc32 = uint32_t(::crc32(0L, Z_NULL, 0));
+  for (const Tensor& t : train_split) {
+    f.bytes += int64_t(t.nbytes());
+    f.crc32 = crc32_of(f.crc32, t);
+  }
+  return f;
+}
+
+void check_fingerprint(const DataFingerprint& expected, const DataFingerprint& found,
+                       const std::string& advice) {
+  auto describe = [](const DataFingerprint& f) {
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", f.crc32);
+    return std::to_string(f.bytes) + " bytes of training data with crc32 " + crc;
+  };
+  MIXP_CHECK(expected.bytes == found.bytes && expected.crc32 == found.crc32 &&
+                 expected.vocabulary == found.vocabulary,
+             "the data at ", found.path, " is not the data this run trained on: the run expects ",
+             describe(expected),
+             expected.vocabulary == found.vocabulary ? "" : " and another vocabulary", " (from ",
+             expected.path, "), and found ", describe(found), ". ", advice);
+}
+
+void for_each_image_eval_batch(const data::ImageSet& test, int64_t train_batch,
+                               const std::function<void(const data::Batch&)>& visit) {
+  data::ImageLoader loader(test, {.batch_size = std::max<int64_t>(train_batch, 256),
+                                  .shuffle = false,
+                                  .mean = kImageMean,
+                                  .std = kImageStd});
+  while (auto batch = loader.next()) visit(*batch);
+}
 
 nn::Task task_of(const std::string& model_name) {
   if (model_name == "mlp" || model_name == "cnn") return nn::Task::classification;
@@ -374,6 +429,8 @@ std::string run_config_json(const RunConfig& c, const DataFingerprint* data) {
                         {"vocab", m.vocab}}},
                       {"data", c.data},
                       {"batch", c.batch},
+                      {"val_fraction", c.val_fraction},
+                      {"init_from", c.init_from},
                       {"train", train_json(c.train)},
                       {"mixp_version", version()}};
   const DataFingerprint* f = data ? data : (c.fingerprint ? &*c.fingerprint : nullptr);
@@ -399,6 +456,8 @@ RunConfig run_config_from_json(const std::string& text) {
     c.model.vocab = m.value("vocab", c.model.vocab);
     c.data = j.at("data").get<std::string>();
     c.batch = j.at("batch").get<int64_t>();
+    c.val_fraction = j.value("val_fraction", 0.1);
+    c.init_from = j.value("init_from", std::string());
     read_train_settings(j.at("train"), c.train);
     if (const auto f = j.find("data_fingerprint"); f != j.end())
       c.fingerprint = DataFingerprint{.path = f->at("path").get<std::string>(),

@@ -83,6 +83,10 @@ TrainResult Trainer::run() {
       return r;
     }
   }
+  // The final state, so that the run can be extended; before the final evaluation, which a
+  // longer run would not have made at this step.
+  if (!o_.out_dir.empty() && data_.loader_state() && checkpoint_step_ != c_.step)
+    save_checkpoint(nullptr);
   run_eval();
   TrainResult r = result();
   const EvalMetrics& last = c_.evals.back();

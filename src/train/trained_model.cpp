@@ -63,8 +63,7 @@ std::string weights_in_folder(const std::string& dir, bool& checkpoint) {
   if (std::filesystem::is_regular_file(model)) return model;
   std::string skipped_reasons;
   const std::optional<io::Checkpoint> newest = io::read_newest_checkpoint(
-      dir, folder_run_id(dir), {},
-      [&](const std::string& why) { skipped_reasons += " " + why; });
+      dir, folder_run_id(dir), {}, [&](const std::string& why) { skipped_reasons += " " + why; });
   MIXP_CHECK(newest.has_value(), dir,
              " holds no model.safetensors and no usable checkpoint: it is not a run folder, or "
              "its run wrote nothing yet",
@@ -106,25 +105,35 @@ void load_weights(nn::Model& model, const std::map<std::string, Tensor>& tensors
   for (const auto& [name, target] : wanted) target->copy_(tensors.at(name));
 }
 
-TrainedModel load_trained_model(const std::string& path) {
+TrainedWeights read_trained_weights(const std::string& path) {
   MIXP_CHECK(std::filesystem::exists(path), path, ": no such run folder or model file");
   bool checkpoint = false;
   const std::string file = std::filesystem::is_directory(path)
                                ? weights_in_folder(path, checkpoint)
                                : (checkpoint = is_checkpoint_name(path), path);
   WeightFile w = checkpoint ? read_checkpoint_file(file) : read_model_file(file);
+  TrainedWeights t{.tensors = std::move(w.tensors),
+                   .config = run_config_from_json(w.config),
+                   .source = file,
+                   .step = w.step};
+  if (task_of(t.config.model.name) == nn::Task::language_model) {
+    const bool known = t.config.fingerprint && !t.config.fingerprint->vocabulary.empty();
+    MIXP_CHECK(known, file,
+               ": the run's configuration has no vocabulary, so its tokens cannot be read");
+    t.config.model.vocab = int64_t(t.config.fingerprint->vocabulary.size());
+  }
+  return t;
+}
+
+TrainedModel load_trained_model(const std::string& path) {
+  TrainedWeights w = read_trained_weights(path);
   TrainedModel t;
-  t.config = run_config_from_json(w.config);
-  t.source = file;
+  t.config = w.config;
+  t.source = w.source;
   t.step = w.step;
   if (t.config.fingerprint) t.vocabulary = t.config.fingerprint->vocabulary;
-  if (task_of(t.config.model.name) == nn::Task::language_model) {
-    MIXP_CHECK(!t.vocabulary.empty(), file,
-               ": the run's configuration has no vocabulary, so its tokens cannot be read");
-    t.config.model.vocab = int64_t(t.vocabulary.size());
-  }
   t.model = nn::make_model(t.config.model, t.config.train.seed);
-  load_weights(*t.model, w.tensors, file);
+  load_weights(*t.model, w.tensors, w.source);
   t.model->train(false);
   return t;
 }

@@ -190,8 +190,10 @@ StateDict Trainer::state_dict(const Before* before) const {
   return s;
 }
 
-// The settings a checkpoint must share with this run to continue it.
-void Trainer::check_run_settings(const StateDict& trainer) const {
+// The settings a checkpoint must share with this run to continue it; with `step`, also that
+// it is not past the run's end (apart, so that resume() can pick the newest checkpoint of the
+// run and then say why a shorter extension cannot continue it).
+void Trainer::check_run_settings(const StateDict& trainer, bool step_too) const {
   const std::string precision = trainer.get_text("precision");
   MIXP_CHECK(precision == preset_.name, "it was written under preset ", precision, ", not ",
              preset_.name);
@@ -199,14 +201,20 @@ void Trainer::check_run_settings(const StateDict& trainer) const {
   MIXP_CHECK(moments == name_of(state_dtype_), "it was written with ", moments,
              " optimizer moments, this run keeps ", name_of(state_dtype_), " (--optimizer-state)");
   const int64_t total = trainer.get_int("total_steps");
-  MIXP_CHECK(total == total_, "it is of a run of ", total, " steps, not ", total_);
+  MIXP_CHECK(total == total_ || o_.extend, "it is of a run of ", total, " steps, not ", total_);
+  if (!step_too) return;
   const int64_t step = trainer.get_int("step");
-  MIXP_CHECK(step >= 0 && step <= total_, "its step ", step, " is outside the run's ", total_);
+  MIXP_CHECK(step >= 0, "its step ", step, " is not valid");
+  MIXP_CHECK(step <= total_, "it is at step ", step, ", past the ", total_, " steps asked",
+             o_.extend ? ": a run extends to at least the steps it has done" : "");
 }
 
 void Trainer::load_state_dict(const StateDict& s) {
-  check_run_settings(s.part("trainer"));
-  schedule_->load_state_dict(s.part("schedule"));
+  check_run_settings(s.part("trainer"), /*step_too=*/true);
+  if (o_.extend)
+    extend_schedule(s.part("schedule"));
+  else
+    schedule_->load_state_dict(s.part("schedule"));
   model_.load_state_dict(s.part("model"));
   // After the model: a master writes its parameter as the master rounded.
   for (size_t k = 0; k < optimizers_.size(); ++k) {
@@ -223,6 +231,30 @@ void Trainer::load_state_dict(const StateDict& s) {
   c_.load_state_dict(s.part("trainer"));
 }
 
+// The run's schedule over the new total: its own settings (the warmup it had, which a default
+// computed from the new total could change), with total_steps = total_.
+void Trainer::extend_schedule(const StateDict& saved) {
+  if (saved.get_text("kind") != "warmup-cosine") {
+    schedule_->load_state_dict(saved);
+    return;
+  }
+  const optim::WarmupCosineOptions options{.peak_lr = saved.get_real("peak_lr"),
+                                           .min_lr = saved.get_real("min_lr"),
+                                           .warmup_steps = saved.get_int("warmup_steps"),
+                                           .total_steps = total_};
+  MIXP_CHECK(options.warmup_steps <= total_, "its warmup of ", options.warmup_steps,
+             " steps is longer than the ", total_, " steps asked");
+  auto extended = std::make_unique<optim::WarmupCosineLr>(options);
+  // Every other setting must still be this run's: only the total changes.
+  StateDict mine = schedule_->state_dict(), theirs = extended->state_dict();
+  mine.values.erase("total_steps");
+  mine.values.erase("warmup_steps");
+  for (const auto& [key, value] : mine.values)
+    MIXP_CHECK(theirs.get_text(key) == value, "the saved learning-rate schedule has ", key, " ",
+               theirs.get_text(key), ", this run's has ", value);
+  schedule_ = std::move(extended);
+}
+
 void Trainer::resume() {
   std::optional<StateDict> state;
   const std::optional<io::Checkpoint> c = io::read_newest_checkpoint(
@@ -230,7 +262,7 @@ void Trainer::resume() {
       [&](const io::Checkpoint& c) {
         io::check_finite(c.file, c.path);  // a poisoned state is no place to continue from
         state = c.version >= 2 ? c.state : legacy_checkpoint_state(c, schedule_->state_dict());
-        check_run_settings(state->part("trainer"));
+        check_run_settings(state->part("trainer"), /*step_too=*/false);
       },
       [&](const std::string& why) { observer_.on_note(why); });
   MIXP_CHECK(c.has_value(), "no usable checkpoint of this run in ", o_.out_dir, " to resume from");
@@ -245,6 +277,7 @@ void Trainer::resume() {
   }
   resumed_from_ = c->step;
   last_checkpoint_ = c->path;
+  checkpoint_step_ = c->step;
   observer_.on_note("resumed from " + c->path + " at step " + std::to_string(c_.step));
 }
 
@@ -252,6 +285,7 @@ void Trainer::save_checkpoint(const Before* before) {
   MIXP_CHECK(!o_.out_dir.empty(), "stopping writes a checkpoint, which needs a run folder");
   last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state_dict(before),
                                           {{"config", config_}}, o_.keep_checkpoints);
+  checkpoint_step_ = c_.step;
 }
 
 TrainResult Trainer::result() const {

@@ -58,7 +58,8 @@ class Trainer {
   void resume();
   StateDict state_dict(const Before* before) const;
   void load_state_dict(const StateDict& state);
-  void check_run_settings(const StateDict& trainer) const;
+  void check_run_settings(const StateDict& trainer, bool step_too) const;
+  void extend_schedule(const StateDict& saved);
   void save_checkpoint(const Before* before);
   StepOutcome step(const data::Batch& batch, const Before& before);
   [[noreturn]] void stop_nonfinite(double loss, const Before& before);
@@ -88,6 +89,7 @@ class Trainer {
   amp::GradScaler scaler_;
   TrainerCounters c_;
   std::string config_, run_id_, last_checkpoint_;
+  int64_t checkpoint_step_ = -1;  // the step of the newest checkpoint written or resumed
   int64_t resumed_from_ = 0;
   std::optional<RunFolder> folder_;
   std::ofstream metrics_;

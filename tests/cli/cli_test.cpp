@@ -803,7 +803,7 @@ TEST_F(CliReliability, ResumeRefusesFlagsThatChangeTheRunAndAppliesTheOthers) {
     std::string flags, named;
   };
   for (const Refused& c :
-       std::vector<Refused>{{"--steps 40", "--steps 40 differs from the run's 20"},
+       std::vector<Refused>{{"--classes 12", "--classes 12 differs from the run's 10"},
                             {"--precision bf16", "--precision bf16 differs"},
                             {"--lr 0.01", "--lr 0.01 differs from the run's 0.001"},
                             {"--seed 3", "--seed 3 differs from the run's 0"},

@@ -117,8 +117,7 @@ TEST_F(SampleCli, TrainPrintsSamplesAndResumeMayChangeTheirInterval) {
 // The mean loss is then compared with the run's evaluation loss, within 5 standard errors of
 // each: the sample's, sqrt(sum V_t) / N; the evaluation's, s / sqrt(M), with s the per-character
 // spread of the losses (the sample's, as the model and the text are alike) and M the characters
-// the evaluation can see: its windows overlap inside the validation split, the corpus's last
-// 10%, so M is that split's length rather than the 20 x 16 x 32 characters it reads.
+// the evaluation predicts, each once: the validation split, the corpus's last 10%.
 TEST_F(SampleCli, ATrainedModelsSamplesAreAsLikelyToItAsItsEvaluationText) {
   const train::TrainedModel t = train::load_trained_model(trained().string());
   train::Inference inference(*t.model, "fp32");

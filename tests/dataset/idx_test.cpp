@@ -1,4 +1,5 @@
 // IDX files and character text: read back what the test writes, and every bad file's error.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -248,15 +249,16 @@ TEST(CharText, VocabularyFromTheTrainingSplitAndTokensByPosition) {
   const CharText data = load_char_text((dir / "t.txt").string(), {.validation_fraction = 0.125});
   EXPECT_EQ(data.path, (dir / "t.txt").string());
   EXPECT_EQ(data.vocabulary, std::string(" ,dehlorw"));
-  ASSERT_EQ(data.train_tokens.dtype(), DType::i64);
+  ASSERT_EQ(data.train_tokens.dtype(), DType::u8);  // one byte a token
+  ASSERT_EQ(data.validation_tokens.dtype(), DType::u8);
   ASSERT_EQ(data.train_tokens.shape(), (Shape{21}));
   ASSERT_EQ(data.validation_tokens.shape(), (Shape{3}));
   std::string decoded;
   for (int64_t i = 0; i < 21; ++i) {
-    decoded += data.vocabulary[size_t(data.train_tokens.data<int64_t>()[i])];
+    decoded += data.vocabulary[size_t(data.train_tokens.data<uint8_t>()[i])];
   }
   for (int64_t i = 0; i < 3; ++i) {
-    decoded += data.vocabulary[size_t(data.validation_tokens.data<int64_t>()[i])];
+    decoded += data.vocabulary[size_t(data.validation_tokens.data<uint8_t>()[i])];
   }
   EXPECT_EQ(decoded, text);
 }
@@ -282,8 +284,25 @@ TEST(CharText, BytesAboveAsciiSortAsUnsigned) {
   EXPECT_EQ(data.vocabulary, std::string("\x01"
                                          "a\xA9\xC3"));
   ASSERT_EQ(data.validation_tokens.numel(), 2);  // floor(6 * 0.8) = 4 bytes train
-  EXPECT_EQ(data.validation_tokens.data<int64_t>()[0], 1);
-  EXPECT_EQ(data.validation_tokens.data<int64_t>()[1], 3);
+  EXPECT_EQ(data.validation_tokens.data<uint8_t>()[0], 1);
+  EXPECT_EQ(data.validation_tokens.data<uint8_t>()[1], 3);
+}
+
+TEST(CharText, TokenizeTextUsesTheGivenVocabularyAndNamesAnUnknownCharacter) {
+  TempDir dir;
+  write_file(dir / "t.txt", {'b', 'a', 'c', 'a'});
+  const Tensor tokens = tokenize_text((dir / "t.txt").string(), "abc");
+  ASSERT_EQ(tokens.dtype(), DType::u8);
+  ASSERT_EQ(tokens.shape(), (Shape{4}));
+  EXPECT_EQ(tokens.to_vector(), (std::vector<double>{1, 0, 2, 0}));
+  write_file(dir / "u.txt", {'a', 'a', 'Z'});
+  try {
+    (void)tokenize_text((dir / "u.txt").string(), "abc");
+    FAIL() << "an unknown character was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("'Z' (0x5A) at position 2"));
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("vocabulary of 3 characters"));
+  }
 }
 
 TEST(CharText, EmptyMissingAndTooShortFilesAreErrors) {

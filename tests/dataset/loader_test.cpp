@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -221,6 +222,59 @@ TEST(TextLoader, StartsCoverTheWholeRangeAndNoMore) {
   TextLoader one(arange(context + 1, DType::i64), {.batch_size = 2, .context = context});
   EXPECT_EQ(one.next().y.data<int64_t>()[context - 1], context);
   EXPECT_THROW(TextLoader(arange(context, DType::i64), {.context = context}), Error);
+}
+
+// Tokens 0, 1, ..., n - 1 (n <= 256 for u8).
+Tensor tokens_0_to(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype, MemoryTag::data);
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::u8)
+      t.data<uint8_t>()[i] = uint8_t(i);
+    else
+      t.data<int64_t>()[i] = i;
+  }
+  return t;
+}
+
+TEST(TextWindows, EveryTokenAfterTheFirstIsPredictedOnceInOrder) {
+  for (const int64_t n : {int64_t(2), int64_t(9), int64_t(10), int64_t(11), int64_t(37)}) {
+    for (const DType dtype : {DType::u8, DType::i64}) {
+      const Tensor tokens = tokens_0_to(n, dtype);
+      std::vector<int64_t> predicted;
+      int64_t batches = 0;
+      for_each_text_window(tokens, /*context=*/3, /*batch_size=*/2, [&](const Batch& b) {
+        ++batches;
+        ASSERT_EQ(b.x.dtype(), DType::i64);
+        ASSERT_EQ(b.x.shape(), b.y.shape());
+        ASSERT_LE(b.x.size(0), 2);
+        const int64_t t = b.x.size(1);
+        for (int64_t r = 0; r < b.x.size(0); ++r) {
+          for (int64_t i = 0; i < t; ++i) {
+            // Each row is a window of the text: x its tokens, y the next ones.
+            ASSERT_EQ(b.x.data<int64_t>()[r * t + i], b.x.data<int64_t>()[r * t] + i);
+            ASSERT_EQ(b.y.data<int64_t>()[r * t + i], b.x.data<int64_t>()[r * t + i] + 1);
+            predicted.push_back(b.y.data<int64_t>()[r * t + i]);
+          }
+        }
+      });
+      std::vector<int64_t> all(size_t(n - 1));
+      std::iota(all.begin(), all.end(), 1);
+      EXPECT_EQ(predicted, all) << n << " tokens";
+      const int64_t windows = (n - 1 + 2) / 3, full = (n - 1) / 3;
+      EXPECT_EQ(batches, (full + 1) / 2 + (windows > full ? 1 : 0)) << n << " tokens";
+    }
+  }
+  EXPECT_THROW(for_each_text_window(arange(1, DType::i64), 3, 2, [](const Batch&) {}), Error);
+}
+
+TEST(TextLoader, ReadsOneByteTokens) {
+  TextLoader narrow(tokens_0_to(200, DType::u8), {.batch_size = 3, .context = 8, .seed = 1});
+  TextLoader wide(tokens_0_to(200, DType::i64), {.batch_size = 3, .context = 8, .seed = 1});
+  for (int step = 0; step < 5; ++step) {
+    const Batch a = narrow.next(), b = wide.next();
+    EXPECT_EQ(a.x.to_vector(), b.x.to_vector());
+    EXPECT_EQ(a.y.to_vector(), b.y.to_vector());
+  }
 }
 
 TEST(TextLoader, ReproducibleAndResumable) {

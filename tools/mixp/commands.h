@@ -75,6 +75,9 @@ struct TrainCommandOptions {
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
   std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
+  std::optional<int64_t> classes;     ///< image classifiers: labels 0 .. classes - 1
+  std::optional<double> val_fraction;  ///< text: the fraction that validates
+  std::string init_from;               ///< start from this trained model's weights
   double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
   int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
   int64_t sample_every = 0;           ///< train: TrainOptions::sample_every
@@ -86,6 +89,8 @@ struct TrainCommandOptions {
 /// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
 /// --precision).
 void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
+/// With --init-from: the model and the shape flags not given become the trained model's.
+TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
 /// --seed's text as a seed: an integer from 0 to 2^64 - 1, else mixp::Error.
 uint64_t parse_seed(const std::string& text);
 /// Fills options.given from the parsed `command`.
@@ -94,6 +99,22 @@ void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
 int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.
 int run_compare_command(const TrainCommandOptions& options, std::FILE* out);
+
+/// "a,b,c" as presets; throws mixp::Error naming `flag` for an empty name or list.
+std::vector<std::string> parse_precisions(const std::string& text, const char* flag);
+
+/// mixp eval: a trained model over a whole evaluation split, under one or several presets.
+struct EvalCommandOptions {
+  std::string path;        ///< a run folder, model.safetensors or checkpoint
+  std::string data;        ///< other data; empty: the run's own
+  std::string precision;   ///< one preset; empty: the run's own
+  std::string precisions;  ///< several, comma-separated
+  int64_t batch = 0;       ///< 0: the run's
+  int threads = 0;         ///< 0: the run's, else all
+  bool json = false;       ///< JSON instead of the table
+};
+void add_eval_flags(CLI::App& command, EvalCommandOptions& options);
+int run_eval_command(const EvalCommandOptions& options, std::FILE* out);
 
 /// mixp inspect: brief training, then the per-layer table to `out` and the inspect folder.
 struct InspectCommandOptions {

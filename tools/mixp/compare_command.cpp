@@ -1,5 +1,4 @@
 // mixp compare: the same model, seed and data order under several precision presets.
-#include <sstream>
 #include <vector>
 
 #include "commands.h"
@@ -12,14 +11,9 @@ namespace mixp::cli {
 
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out);
 
-int run_compare_command(const TrainCommandOptions& o, std::FILE* out) {
-  std::vector<std::string> precisions;
-  std::stringstream list(o.precisions);
-  for (std::string name; std::getline(list, name, ',');) {
-    MIXP_CHECK(!name.empty(), "--precisions has an empty name in '", o.precisions, "'");
-    precisions.push_back(name);
-  }
-  MIXP_CHECK(!precisions.empty(), "--precisions names no preset");
+int run_compare_command(const TrainCommandOptions& given, std::FILE* out) {
+  const TrainCommandOptions o = with_trained_model_shape(given);
+  const std::vector<std::string> precisions = parse_precisions(o.precisions, "--precisions");
   train::RunConfig c = run_config(o, "runs/compare-" + o.model);
   c.train.resume = o.resume_compare;
   MIXP_CHECK(!(o.resume_compare && o.overwrite),

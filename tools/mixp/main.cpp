@@ -71,6 +71,13 @@ int main_checked(int argc, char** argv) {
       "compare", "train the same model and seed under several presets; a table and a plot");
   mixp::cli::add_train_flags(*compare_cmd, compare, /*compare=*/true);
 
+  mixp::cli::EvalCommandOptions eval;
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval",
+      "evaluate a trained model over its whole validation or test split, under one or several "
+      "presets");
+  mixp::cli::add_eval_flags(*eval_cmd, eval);
+
   mixp::cli::InspectCommandOptions inspect;
   CLI::App* inspect_cmd = app.add_subcommand(
       "inspect",
@@ -171,6 +178,7 @@ int main_checked(int argc, char** argv) {
     return mixp::cli::run_train_command(train, stdout);
   }
   if (*compare_cmd) return mixp::cli::run_compare_command(compare, stdout);
+  if (*eval_cmd) return mixp::cli::run_eval_command(eval, stdout);
   if (*inspect_cmd) return mixp::cli::run_inspect_command(inspect, stdout);
   if (*sample_cmd) return mixp::cli::run_sample_command(sample, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);

@@ -15,6 +15,7 @@
 #include "mixp/error.h"
 #include "mixp/train/progress.h"
 #include "mixp/train/run.h"
+#include "mixp/train/trained_model.h"
 #include "signals.h"
 
 namespace mixp::cli {
@@ -89,9 +90,10 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   }
   command.add_option("--resume", o.resume,
                      "continue the run in this folder from its newest valid checkpoint, with "
-                     "the run's settings; of the other flags only --checkpoint-every, "
-                     "--eval-interval, --log-interval, --threads, --on-nonfinite, "
-                     "--sample-every and --sample-tokens may differ from them");
+                     "the run's settings; with --steps (or --epochs) extend it to that many in "
+                     "all. Of the other flags only --checkpoint-every, --eval-interval, "
+                     "--log-interval, --threads, --on-nonfinite, --sample-every and "
+                     "--sample-tokens may differ from them");
 }
 
 // "512M", "8G", "1073741824": bytes; 0 for an empty text.
@@ -211,6 +213,15 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option(
       "--context", o.context,
       "language models: characters per sequence (default 256 for gpt, 128 for lstm)");
+  command.add_option("--classes", o.classes,
+                     "image classifiers: the number of classes, labels 0 to N-1 (default 10)");
+  command.add_option("--val-fraction", o.val_fraction,
+                     "text: the last fraction of the file that validates, in (0, 1) (default "
+                     "0.1)");
+  command.add_option("--init-from", o.init_from,
+                     "start from a trained model's weights (a model.safetensors, checkpoint or "
+                     "run folder) with a fresh optimizer: fine-tuning. The model and its shape "
+                     "default to that model's");
   command.add_option("--underflow-growth", o.underflow_growth,
                      "loss-scaled presets (amp-fp16, fp16): also grow the loss scale when more "
                      "than this fraction of the scaled gradients would flush to zero in fp16, "
@@ -223,14 +234,29 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   for (const char* name :
        {"--epochs", "--steps", "--batch", "--threads", "--eval-interval", "--log-interval",
         "--layers", "--heads", "--width", "--context", "--underflow-check-every",
-        "--checkpoint-every", "--warmup-steps", "--max-skipped-in-a-row"})
+        "--checkpoint-every", "--warmup-steps", "--max-skipped-in-a-row", "--classes"})
     command.get_option(name)->check(integer_in_range());
   if (!compare)
     for (const char* name : {"--sample-every", "--sample-tokens"})
       command.get_option(name)->check(integer_in_range());
 }
 
+TrainCommandOptions with_trained_model_shape(TrainCommandOptions o) {
+  if (o.init_from.empty()) return o;
+  const train::RunConfig trained = train::read_trained_weights(o.init_from).config;
+  if (o.model.empty()) o.model = trained.model.name;
+  if (o.model != trained.model.name) return o;  // the mismatch is listed when the weights load
+  if (!o.layers) o.layers = trained.model.layers;
+  if (!o.heads) o.heads = trained.model.heads;
+  if (!o.width) o.width = trained.model.width;
+  if (!o.context) o.context = trained.model.context;
+  if (!o.classes && train::task_of(o.model) == nn::Task::classification)
+    o.classes = trained.model.classes;
+  return o;
+}
+
 train::RunConfig run_config(const TrainCommandOptions& o, const std::string& default_out) {
+  MIXP_CHECK(!o.model.empty(), "--model is required (or --resume DIR, or --init-from MODEL)");
   MIXP_CHECK(!o.epochs || *o.epochs >= 1, "--epochs must be at least 1, got ", *o.epochs);
   MIXP_CHECK(!o.steps || *o.steps >= 1, "--steps must be at least 1, got ", *o.steps);
   MIXP_CHECK(o.batch >= 0, "--batch must be positive, got ", o.batch);
@@ -249,6 +275,13 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
     c.model.layers = 2;
     c.model.width = 64;
   }
+  MIXP_CHECK(!o.classes || *o.classes >= 2, "--classes must be at least 2, got ",
+             o.classes.value_or(0));
+  if (o.classes) c.model.classes = *o.classes;
+  MIXP_CHECK(!o.val_fraction || (*o.val_fraction > 0 && *o.val_fraction < 1),
+             "--val-fraction must be in (0, 1), got ", o.val_fraction.value_or(0));
+  if (o.val_fraction) c.val_fraction = *o.val_fraction;
+  c.init_from = o.init_from;
   if (o.layers) c.model.layers = *o.layers;
   if (o.heads) c.model.heads = *o.heads;
   if (o.width) c.model.width = *o.width;
@@ -345,8 +378,17 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
        absolute(c.data.empty() ? train::default_data_path(c.model.name) : c.data));
   same("--precision", o.precision, c.train.precision);
   same("--optimizer-state", o.optimizer_state, c.train.optimizer_state);
-  same("--epochs", number(fresh.train.epochs), number(c.train.epochs));
-  same("--steps", number(fresh.train.steps), number(c.train.steps));
+  if (given("--steps") || given("--epochs")) {  // extends (or ends sooner) the run
+    c.train.steps = fresh.train.steps;
+    c.train.epochs = fresh.train.epochs;
+    c.train.extend = true;
+  }
+  same(
+      "--init-from",
+      o.init_from.empty() ? "" : std::filesystem::absolute(o.init_from).lexically_normal().string(),
+      c.init_from);
+  same("--classes", number(fresh.model.classes), number(c.model.classes));
+  same("--val-fraction", text_of(fresh.val_fraction), text_of(c.val_fraction));
   same("--batch", number(o.batch), number(c.batch));
   same("--lr", text_of(o.lr), text_of(c.train.lr));
   same("--seed", number(fresh.train.seed), number(c.train.seed));
@@ -406,8 +448,8 @@ int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
         o.resume, [&](const std::string& why) { std::fprintf(stderr, "%s\n", why.c_str()); });
     apply_resume_flags(o, c, out);
   } else {
-    MIXP_CHECK(!o.model.empty(), "--model is required (or --resume DIR)");
-    c = run_config(o, "runs/" + o.model + "-" + o.precision);
+    const TrainCommandOptions resolved = with_trained_model_shape(o);
+    c = run_config(resolved, "runs/" + resolved.model + "-" + o.precision);
   }
   train::ProgressPrinter progress(out);
   c.train.observer = &progress;

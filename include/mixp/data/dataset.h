@@ -16,6 +16,9 @@
 //   auto text = mixp::data::load_char_text("kjv.txt", {.validation_fraction = 0.1});
 //   mixp::data::TextLoader lm(text.train_tokens, {.batch_size = 16, .context = 256, .seed = 0});
 //   auto b = lm.next();                           // x, y: i64 [16, 256], y is x shifted by one
+//   mixp::data::for_each_text_window(text.validation_tokens, 256, 16, [](const auto& batch) {
+//     // every window of the validation split, in order
+//   });
 //
 // Bad data gets mixp::Error naming the file and the problem: a missing file, a wrong magic
 // number, a truncated file, a label out of range, an empty text.
@@ -23,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,11 +60,13 @@ struct IdxArray {
 };
 IdxArray read_idx(const std::string& path);
 
-/// Character-level text: a vocabulary from the training split, and the splits as tokens.
+/// Character-level text: a vocabulary from the training split, and the splits as tokens. A
+/// vocabulary of bytes has at most 256 tokens, so a token takes one byte (u8): the KJV's 4.3 MB
+/// take 4.3 MB, not the 35 MB of 8-byte ids. The loaders widen a batch's tokens to i64.
 struct CharText {
   std::string vocabulary;    ///< distinct bytes, sorted as unsigned; token i is vocabulary[i]
-  Tensor train_tokens;       ///< i64 [n_train]
-  Tensor validation_tokens;  ///< i64 [n_val]; characters unseen in training are an error
+  Tensor train_tokens;       ///< u8 [n_train]
+  Tensor validation_tokens;  ///< u8 [n_val]; characters unseen in training are an error
   std::string path;
 };
 
@@ -71,10 +77,24 @@ struct CharTextOptions {
 };
 CharText load_char_text(const std::string& path, const CharTextOptions& options = {});
 
+/// The whole file at `path` as u8 tokens of `vocabulary` (token i is vocabulary[i]), for text a
+/// trained model reads; a byte outside the vocabulary is a mixp::Error naming it and its
+/// position.
+Tensor tokenize_text(const std::string& path, const std::string& vocabulary);
+
+
 struct Batch {
   Tensor x;  ///< images: f32 [B, 1, H, W]; text: i64 [B, T]
   Tensor y;  ///< labels i64 [B]; text: i64 [B, T], the next characters
 };
+
+/// Every window of `tokens` (u8 or i64 [n], n >= 2) in order, `batch_size` windows a batch:
+/// window w has x = tokens[w T, w T + T) and y = tokens[w T + 1, w T + T + 1) for T = context, so
+/// that every token after the first is predicted exactly once, from the tokens before it in its
+/// window. When n - 1 is not a multiple of T the last window is shorter, in a batch of its own.
+/// x and y are i64 [B, T].
+void for_each_text_window(const Tensor& tokens, int64_t context, int64_t batch_size,
+                          const std::function<void(const Batch&)>& visit);
 
 /// The Philox streams of the loaders (seed = the loader's seed).
 inline constexpr uint64_t kImageShuffleStream = 0x1d0a;
@@ -135,7 +155,8 @@ struct TextLoaderOptions {
   uint64_t seed = 0;
 };
 
-/// Random windows of context + 1 tokens (nanoGPT's get_batch), from the Philox generator.
+/// Random windows of context + 1 tokens (nanoGPT's get_batch), from the Philox generator, out
+/// of u8 or i64 tokens.
 class TextLoader {
  public:
   TextLoader(const Tensor& tokens, const TextLoaderOptions& options);

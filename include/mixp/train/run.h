@@ -9,8 +9,9 @@
 //   language models   a text file (default data/kjv.txt relative to the working directory,
 //                     which scripts/make-kjv.sh writes from Debian's bible-kjv; the CLI also
 //                     reads the environment variable MIXP_KJV); random windows of `context`
-//                     characters from the first 90%, evaluated on 20 fixed windows of the last
-//                     10%. An epoch of text is train_tokens / (batch * context) steps.
+//                     characters from the first 1 - val_fraction (default 90%), evaluated on
+//                     every window of the rest, in order (data::for_each_text_window). An
+//                     epoch of text is train_tokens / (batch * context) steps.
 //   deep-mlp          synthetic: data::make_tiny_gradient_regression(seed), 4096 training
 //                     samples in one full batch by default, evaluated on its 1024 test samples.
 // A missing data set is a mixp::Error saying how to get it. Everything else is train().
@@ -47,6 +48,13 @@ struct RunConfig {
   nn::ModelConfig model;  ///< name and shape; vocab, classes and image size come from the data
   std::string data{};     ///< a folder of IDX files or a text file; empty: the default
   int64_t batch = 0;      ///< 0: 64 for classifiers, 16 for language models
+  /// Language models: the last fraction of the text validates, in (0, 1) (nanoGPT's split).
+  double val_fraction = 0.1;
+  /// A trained model (mixp/train/trained_model.h: a run folder, model.safetensors or
+  /// checkpoint) whose weights the run starts from instead of the seed's initialization, with a
+  /// fresh optimizer: fine-tuning. Its tensors must be exactly the model's, by name and shape
+  /// (every difference is listed), and a text model's vocabulary must be the new data's.
+  std::string init_from{};
   TrainOptions train{};   ///< model_name is set from model.name
   /// The fingerprint the run's data must have: set when the config is read from a run, so
   /// that its resumption checks the data.

@@ -44,11 +44,21 @@ struct TrainedModel {
   int64_t step = 0;                  ///< the step the weights are from (0: not recorded)
 };
 
+/// The weights of a trained model as stored (by parameter and buffer name), and its run's
+/// configuration, without building the model.
+struct TrainedWeights {
+  std::map<std::string, Tensor> tensors;
+  RunConfig config;
+  std::string source;
+  int64_t step = 0;
+};
+
 /// `path`: a run folder (its model.safetensors when the run finished, else its newest valid
 /// checkpoint), a model.safetensors, or a checkpoint-N.safetensors. Throws mixp::Error naming
 /// the path and what is missing: no model and no checkpoint, no configuration in the metadata,
 /// tensors that do not match the model it describes.
 TrainedModel load_trained_model(const std::string& path);
+TrainedWeights read_trained_weights(const std::string& path);
 
 /// Copies `tensors` (by parameter and buffer name) into `model` after checking that the names
 /// and shapes are exactly the model's, and throws mixp::Error listing every difference when

@@ -65,7 +65,17 @@
 // continue). With `resume`, train() continues from the newest checkpoint of this run that
 // verifies and holds only finite values, skipping others with a note: same seed and threads,
 // so the run is bitwise the one that was not interrupted (DESIGN.md's determinism).
-// Checkpoints of format version 1 (before run ids and checksums) still resume.
+// Checkpoints of format version 1 (before run ids and checksums) still resume. A run that
+// finishes writes a last checkpoint of its final state (unless its last step wrote one), so
+// that it can be extended.
+//
+// Extending (resume with extend and a new `steps`): the run continues to `steps` in all, from
+// its newest checkpoint. Everything but the learning-rate schedule is as the longer run would
+// have it, and the schedule becomes the one a run of `steps` steps has from the step resumed:
+// constant stays constant, so an extended run is bitwise the run asked for `steps` from the
+// start; the cosine schedules stretch their cosine to the new total (keeping the run's warmup),
+// so the learning rate of the steps that follow rises to the longer run's curve, and the steps
+// already taken followed the shorter one: such a run is not the longer run's bits.
 //
 // The trainer sees a model through TrainModel and its data through DataSource; the built-in
 // models and data sets come through mixp/train/run.h, and tests define small ones.
@@ -265,6 +275,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;       ///< > 0: a checkpoint in out_dir every this many steps
   int keep_checkpoints = 2;           ///< the newest checkpoints kept, >= 1
   bool resume = false;                ///< continue from out_dir's newest valid checkpoint
+  /// With resume: `steps` may differ from the run's own total (at least the steps done), to
+  /// extend a finished or interrupted run (see Extending).
+  bool extend = false;
   /// The run's whole configuration as a JSON object (run.h: the RunConfig): stored in run.json,
   /// checkpoints, summary.json and model.safetensors's metadata. Empty: the trainer's own
   /// options.
