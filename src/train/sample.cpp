@@ -144,6 +144,13 @@ std::string sample(nn::Model& model, const std::string& vocabulary, Inference& i
              " is not a text model: sampling needs gpt or lstm");
   MIXP_CHECK(int64_t(vocabulary.size()) == model.config().vocab, "the vocabulary holds ",
              vocabulary.size(), " characters, the model reads ", model.config().vocab);
+  // Evaluation mode for the forward of the uncached path (no dropout), as the caller had it after.
+  struct EvaluationMode {
+    nn::Model& model;
+    const bool was_training = model.is_training();
+    explicit EvaluationMode(nn::Model& m) : model(m) { model.train(false); }
+    ~EvaluationMode() { model.train(was_training); }
+  } evaluation(model);
   NextTokenLogits next(model, options.use_cache);
   next.append(encode_text(options.prompt, vocabulary));
   Philox rng(PhiloxState{.seed = options.seed, .stream = kSampleStream});

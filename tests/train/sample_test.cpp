@@ -225,6 +225,26 @@ TEST(Sample, CachedAndUncachedLogitsAgreeUnderThePresets) {
   }
 }
 
+TEST(Sample, RunsInEvaluationModeAndRestoresTheModelsMode) {
+  nn::ModelConfig c = tiny("gpt");
+  c.dropout = 0.5;
+  auto model = nn::make_model(c, 9);
+  Inference inference(*model, "fp32");
+  for (const bool use_cache : {true, false}) {
+    model->train(true);
+    const PhiloxState before = model->generator().state();
+    const std::string a = sample(*model, kVocabulary, inference,
+                                 {.prompt = "ab", .tokens = 20, .use_cache = use_cache});
+    EXPECT_TRUE(model->is_training());
+    EXPECT_EQ(model->generator().state(), before) << "dropout drew masks";
+    model->train(false);
+    EXPECT_EQ(sample(*model, kVocabulary, inference,
+                     {.prompt = "ab", .tokens = 20, .use_cache = use_cache}),
+              a);
+    EXPECT_FALSE(model->is_training());
+  }
+}
+
 TEST(Sample, RunsUnderALowPrecisionPreset) {
   auto model = nn::make_model(tiny("gpt"), 4);
   model->train(false);

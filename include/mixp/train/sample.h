@@ -100,7 +100,7 @@ class NextTokenLogits {
 };
 
 /// The prompt followed by options.tokens generated characters, drawn as described at the top,
-/// the model run under `inference`. `on_text`, when given, receives the prompt and then each
+/// the model run under `inference` in evaluation mode (its mode is restored after). `on_text`, when given, receives the prompt and then each
 /// character as it is drawn. Throws mixp::Error for bad options, a prompt character outside the
 /// vocabulary, a model that is not a language model or whose vocabulary size differs from
 /// vocabulary's, and logits that are not finite.
