@@ -156,14 +156,23 @@ std::string sample(nn::Model& model, const std::string& vocabulary, Inference& i
   Philox rng(PhiloxState{.seed = options.seed, .stream = kSampleStream});
   std::string text = options.prompt;
   if (on_text) on_text(text);
-  for (int64_t i = 0; i < options.tokens; ++i) {
-    std::vector<float> logits;
-    inference.run([&] { logits = next.logits(); });
-    const int64_t token = draw_token(logits, options.temperature, options.top_k, rng);
-    const int64_t appended[] = {token};
-    next.append(appended);
-    text += vocabulary[size_t(token)];
-    if (on_text) on_text(std::string(1, vocabulary[size_t(token)]));
+  auto generate = [&](int64_t count, const std::function<void(const std::function<void()>&)>& run) {
+    for (int64_t i = 0; i < count; ++i) {
+      std::vector<float> logits;
+      run([&] { logits = next.logits(); });
+      const int64_t token = draw_token(logits, options.temperature, options.top_k, rng);
+      const int64_t appended[] = {token};
+      next.append(appended);
+      text += vocabulary[size_t(token)];
+      if (on_text) on_text(std::string(1, vocabulary[size_t(token)]));
+    }
+  };
+  if (inference.preset().fp8) {
+    // A call of its own per token: the delayed scales follow the amax of the tokens before.
+    generate(options.tokens, [&](const std::function<void()>& f) { inference.run(f); });
+  } else {
+    // One scope for the whole text: autocast casts each f32 weight once, not once per token.
+    inference.run([&] { generate(options.tokens, [](const std::function<void()>& f) { f(); }); });
   }
   return text;
 }
