@@ -105,6 +105,13 @@ TEST_F(SampleCli, TrainPrintsSamplesAndResumeMayChangeTheirInterval) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--sample-every must be 0 (none) or more, got -1"), std::string::npos)
       << r.err;
+  r = mixp("train --model deep-mlp --steps 2 --threads 1 --sample-every 1 --out '" +
+           (dir_ / "never").string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("samples (--sample-every) need a text model (gpt or lstm)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "never")) << "a refused run wrote its folder";
 }
 
 // Text drawn at temperature 1 is text the model finds as likely as the text it was evaluated
