@@ -11,6 +11,7 @@
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/nn/models.h"
+#include "mixp/nn/transformer.h"
 #include "mixp/ops.h"
 #include "support/tolerance.h"
 
@@ -87,6 +88,27 @@ TEST(Decoder, LstmStepsGiveTheForwardsLogitsAtEveryPosition) {
     const auto [full, decoded] = full_and_decoded(*model, tokens, 5, autocast);
     EXPECT_EQ(test::compare(decoded, full, model_tolerance(decoded.dtype(), c)), "");
   }
+}
+
+// A block of its own, batch 2, width 48 in 3 heads: forward_cached over a prompt and then
+// position by position gives forward()'s output at every position.
+TEST(Decoder, ABlocksCacheHoldsEveryRowOfTheBatch) {
+  Philox rng(PhiloxState{.seed = 8});
+  auto dropout_rng = std::make_shared<Philox>();
+  TransformerBlock block({.n_embd = 48, .n_head = 3}, rng, dropout_rng);
+  block.train(false);
+  const int64_t b = 2, t = 7;
+  const Tensor x = randn({b, t, 48}, rng);
+  NoGradGuard no_grad;
+  const Tensor full = block.forward(x);
+  KVCache cache(t);
+  std::vector<Tensor> parts{block.forward_cached(ops::narrow(x, 1, 0, 3), cache)};
+  for (int64_t i = 3; i < t; ++i)
+    parts.push_back(block.forward_cached(ops::narrow(x, 1, i, 1), cache));
+  EXPECT_EQ(cache.length(), t);
+  EXPECT_EQ(test::compare(ops::cat(parts, 1), full, test::tolerance(DType::f32, 4 * 48)), "");
+  EXPECT_THROW((void)block.forward_cached(ops::narrow(x, 1, 0, 1), cache), Error)
+      << "past the cache's capacity";
 }
 
 TEST(Decoder, ResetStartsAgainAtPositionZero) {
