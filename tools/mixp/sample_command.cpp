@@ -16,8 +16,10 @@ void add_sample_flags(CLI::App& command, SampleCommandOptions& o) {
                   "a run folder (its model.safetensors, else its newest checkpoint), a "
                   "model.safetensors or a checkpoint-N.safetensors")
       ->required();
-  command.add_option("--prompt", o.prompt,
-                     "the text to continue (default: a newline, when the vocabulary has one)");
+  command.add_option(
+      "--prompt", o.prompt,
+      "the text to continue (default: a newline, or the vocabulary's first character "
+      "when it has none)");
   command.add_option("--tokens", o.tokens, "characters to generate (default 200)");
   command.add_option("--temperature", o.temperature,
                      "divides the logits: below 1 sharper, above 1 flatter (default 1)");
@@ -43,8 +45,8 @@ int run_sample_command(const SampleCommandOptions& o, std::FILE* out) {
   MIXP_CHECK(o.threads >= 0, "--threads must be positive, got ", o.threads);
   if (o.threads > 0) set_num_threads(o.threads);
   train::TrainedModel t = train::load_trained_model(o.from);
-  MIXP_CHECK(t.model->task() == nn::Task::language_model, o.from, " holds a ",
-             t.config.model.name, " model; mixp sample needs a text model (gpt or lstm)");
+  MIXP_CHECK(t.model->task() == nn::Task::language_model, o.from, " holds a ", t.config.model.name,
+             " model; mixp sample needs a text model (gpt or lstm)");
   train::SampleOptions chosen = options;
   if (o.prompt.empty() && t.vocabulary.find('\n') == std::string::npos)
     chosen.prompt = std::string(1, t.vocabulary.front());
