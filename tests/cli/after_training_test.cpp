@@ -71,7 +71,7 @@ class AfterTraining : public Cli {
 };
 
 TEST_F(AfterTraining, EvalIsTheTrainersFinalEvaluationOverTheWholeSplit) {
-  for (const std::string precision : {"fp32", "amp-bf16", "bf16"}) {
+  for (const std::string precision : {"fp32", "amp-bf16", "bf16", "fp8"}) {
     SCOPED_TRACE(precision);
     const fs::path run = dir_ / precision;
     ASSERT_EQ(mixp(gpt(run, "--steps 30 --precision " + precision)).status, 0);
