@@ -77,4 +77,16 @@ double train_step_flop(const nn::ModelConfig& config, int64_t batch);
 /// One JSON line: median_ms, samples_per_s, gflops, pct_of_peak, peak memory by tag, ...
 int run_train_bench(const TrainBenchOptions& options, std::FILE* out);
 
+struct SampleBenchOptions {
+  int layers = 6, heads = 6;
+  int64_t width = 384, context = 256, vocab = 65;
+  std::string precision = "fp32";
+  int64_t tokens = 255;  ///< generated per round by each path: with the prompt, one context
+  int rounds = 3;        ///< each round times both paths; the medians are reported
+};
+
+/// Sampling tokens per second of a randomly initialized gpt with the key/value cache and
+/// without it, and their ratio.
+int run_sample_bench(const SampleBenchOptions& options, std::FILE* out);
+
 }  // namespace mixp::bench

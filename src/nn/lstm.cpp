@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 
@@ -39,6 +40,17 @@ void LSTM::reset(Philox& rng) {
   for (auto& [name, p] : named_parameters()) p->copy_(uniform(p->shape(), rng, -bound, bound));
 }
 
+void LSTM::cell(const Layer& layer, const Tensor& gx, Tensor& h_t, Tensor& c_t) const {
+  const int64_t h = options_.hidden_size;
+  const Tensor gates = ops::add(gx, ops::linear(h_t, *layer.weight_hh, *layer.bias_hh));
+  const Tensor i = ops::sigmoid(ops::narrow(gates, 1, 0, h));
+  const Tensor f = ops::sigmoid(ops::narrow(gates, 1, h, h));
+  const Tensor g = ops::tanh(ops::narrow(gates, 1, 2 * h, h));
+  const Tensor o = ops::sigmoid(ops::narrow(gates, 1, 3 * h, h));
+  c_t = ops::add(ops::mul(f, c_t), ops::mul(i, g));
+  h_t = ops::mul(o, ops::tanh(c_t));
+}
+
 Tensor LSTM::layer_forward(const Layer& layer, const Tensor& x) const {
   const int64_t b = x.size(0), t_len = x.size(1), h = options_.hidden_size;
   // The input projections of all steps at once: [B, T, 4H].
@@ -52,16 +64,35 @@ Tensor LSTM::layer_forward(const Layer& layer, const Tensor& x) const {
       h_t = zeros({b, h}, gx.dtype());
       c_t = zeros({b, h}, gx.dtype());
     }
-    const Tensor gates = ops::add(gx, ops::linear(h_t, *layer.weight_hh, *layer.bias_hh));
-    const Tensor i = ops::sigmoid(ops::narrow(gates, 1, 0, h));
-    const Tensor f = ops::sigmoid(ops::narrow(gates, 1, h, h));
-    const Tensor g = ops::tanh(ops::narrow(gates, 1, 2 * h, h));
-    const Tensor o = ops::sigmoid(ops::narrow(gates, 1, 3 * h, h));
-    c_t = ops::add(ops::mul(f, c_t), ops::mul(i, g));
-    h_t = ops::mul(o, ops::tanh(c_t));
+    cell(layer, gx, h_t, c_t);
     outputs.push_back(h_t.reshape({b, 1, h}));
   }
   return ops::cat(outputs, 1);
+}
+
+Tensor LSTM::step(const Tensor& x_t, State& state) const {
+  MIXP_CHECK(
+      x_t.defined() && x_t.ndim() == 2 && x_t.size(1) == options_.input_size && x_t.size(0) >= 1,
+      "LSTM step: expected an input [B, ", options_.input_size, "], got ",
+      x_t.defined() ? x_t.shape().to_string() : "an undefined tensor");
+  const size_t layers = layers_.size();
+  MIXP_CHECK(state.h.empty() || (state.h.size() == layers && state.c.size() == layers &&
+                                 state.h[0].size(0) == x_t.size(0)),
+             "LSTM step: the state holds ", state.h.size(), " layers of batch ",
+             state.h.empty() ? 0 : state.h[0].size(0), ", expected ", layers, " of batch ",
+             x_t.size(0));
+  NoGradGuard no_grad;
+  Tensor y = x_t;
+  for (size_t k = 0; k < layers; ++k) {
+    const Tensor gx = ops::linear(y, *layers_[k].weight_ih, *layers_[k].bias_ih);
+    if (state.h.size() < layers) {
+      state.h.push_back(zeros({x_t.size(0), options_.hidden_size}, gx.dtype()));
+      state.c.push_back(zeros({x_t.size(0), options_.hidden_size}, gx.dtype()));
+    }
+    cell(layers_[k], gx, state.h[k], state.c[k]);
+    y = state.h[k];
+  }
+  return y;
 }
 
 Tensor LSTM::forward(const Tensor& x) {

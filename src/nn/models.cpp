@@ -1,7 +1,9 @@
 #include "mixp/nn/models.h"
 
 #include <cmath>
+#include <limits>
 
+#include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/nn/activation.h"
 #include "mixp/nn/batch_norm.h"
@@ -168,6 +170,12 @@ class LstmModel : public LanguageModelBase {
     const Tensor e = drop_->forward(embedding_->forward(x));
     return head_->forward(drop_->forward(lstm_->forward(e)));
   }
+  std::unique_ptr<TokenDecoder> make_decoder() override;
+
+  // One position without dropout: token i64 [1] -> logits [1, vocab]; `state` advances.
+  Tensor step(const Tensor& token, LSTM::State& state) {
+    return head_->forward(lstm_->step(embedding_->forward(token), state));
+  }
 
  protected:
   std::string type_name() const override { return "LSTMLanguageModel"; }
@@ -205,6 +213,19 @@ class GptModel : public LanguageModelBase {
     }
     ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(LayerNormOptions(config.width)));
     init_gpt2(seed);
+  }
+  std::unique_ptr<TokenDecoder> make_decoder() override;
+
+  // forward() of tokens i64 [1, T] at positions caches' length ... + T - 1, through the blocks'
+  // caches (one per block), without dropout: logits [1, T, vocab].
+  Tensor forward_cached(const Tensor& x, std::vector<KVCache>& caches) {
+    const int64_t past = caches.front().length(), t = x.size(1);
+    std::vector<double> positions(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) positions[size_t(i)] = double(past + i);
+    const Tensor at = from_values(positions, Shape{t}, DType::i64);
+    Tensor h = ops::add(wte_->forward(x), wpe_->forward(at));
+    for (size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->forward_cached(h, caches[i]);
+    return ops::linear(ln_f_->forward_for_linear(h), wte_->weight());
   }
 
   Tensor forward(const Tensor& x) override {
@@ -249,6 +270,78 @@ class GptModel : public LanguageModelBase {
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
 };
+
+// ---- the decoders ----
+
+// The checks of TokenDecoder::read: tokens i64 [T] within the vocabulary, T >= 1.
+void check_read(const char* model, const Tensor& tokens, int64_t vocab) {
+  MIXP_CHECK(
+      tokens.defined() && tokens.dtype() == DType::i64 && tokens.ndim() == 1 && tokens.numel() >= 1,
+      model, " decoder: expected i64 tokens [T] with T >= 1, got ", shape_of(tokens));
+  const std::vector<double> values = tokens.to_vector();
+  for (size_t i = 0; i < values.size(); ++i)
+    MIXP_CHECK(values[i] >= 0 && values[i] < double(vocab), model, " decoder: token ", values[i],
+               " at position ", i, " is outside the vocabulary of ", vocab);
+}
+
+class GptDecoder : public TokenDecoder {
+ public:
+  explicit GptDecoder(GptModel& model) : model_(model) {
+    caches_.reserve(size_t(model.config().layers));
+    for (int i = 0; i < model.config().layers; ++i) caches_.emplace_back(model.config().context);
+  }
+  Tensor read(const Tensor& tokens) override {
+    check_read("gpt", tokens, model_.config().vocab);
+    const int64_t t = tokens.numel();
+    MIXP_CHECK(length() + t <= capacity(), "gpt decoder: ", t, " positions after ", length(),
+               " exceed the context of ", capacity());
+    NoGradGuard no_grad;
+    const Tensor logits = model_.forward_cached(tokens.reshape({1, t}), caches_);
+    return logits.reshape({t, logits.size(2)});
+  }
+  void reset() override {
+    for (KVCache& cache : caches_) cache.clear();
+  }
+  int64_t length() const override { return caches_.front().length(); }
+  int64_t capacity() const override { return model_.config().context; }
+
+ private:
+  GptModel& model_;
+  std::vector<KVCache> caches_;
+};
+
+std::unique_ptr<TokenDecoder> GptModel::make_decoder() {
+  return std::make_unique<GptDecoder>(*this);
+}
+
+class LstmDecoder : public TokenDecoder {
+ public:
+  explicit LstmDecoder(LstmModel& model) : model_(model) {}
+  Tensor read(const Tensor& tokens) override {
+    check_read("lstm", tokens, model_.config().vocab);
+    NoGradGuard no_grad;
+    std::vector<Tensor> logits;
+    for (int64_t i = 0; i < tokens.numel(); ++i)
+      logits.push_back(model_.step(tokens.slice(i, i + 1), state_));
+    length_ += tokens.numel();
+    return logits.size() == 1 ? logits.front() : ops::cat(logits, 0);
+  }
+  void reset() override {
+    state_ = {};
+    length_ = 0;
+  }
+  int64_t length() const override { return length_; }
+  int64_t capacity() const override { return std::numeric_limits<int64_t>::max(); }
+
+ private:
+  LstmModel& model_;
+  LSTM::State state_;
+  int64_t length_ = 0;
+};
+
+std::unique_ptr<TokenDecoder> LstmModel::make_decoder() {
+  return std::make_unique<LstmDecoder>(*this);
+}
 
 // ---- deep-mlp: fc1 ... fc{layers + 1}, tanh between ----
 
@@ -309,6 +402,12 @@ void check_config(const ModelConfig& c) {
 }
 
 }  // namespace
+
+std::unique_ptr<TokenDecoder> Model::make_decoder() {
+  MIXP_CHECK(false, "model ", config().name,
+             " is not a language model: only gpt and lstm read tokens incrementally");
+  return nullptr;
+}
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
   MIXP_CHECK(config.name == "mlp" || config.name == "cnn" || config.name == "lstm" ||

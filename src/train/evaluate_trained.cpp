@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/runtime.h"
 #include "mixp/train/evaluate.h"
 #include "mixp/train/trained_model.h"
@@ -133,6 +134,22 @@ void calibrate(BuiltinModel& model, const EvalData& d, const amp::Preset& preset
   fp8.update();
 }
 
+// The FP8 state the run's weights were evaluated with at the end of training: that of its
+// checkpoint of the same step (every finished run keeps one of its end), when there is one.
+std::optional<StateDict> saved_fp8_state(const TrainedModel& t) {
+  const std::filesystem::path source(t.source);
+  const std::string checkpoint =
+      source.filename().string().rfind("checkpoint-", 0) == 0
+          ? t.source
+          : (source.parent_path() / io::checkpoint_file_name(t.step)).string();
+  if (t.step <= 0 || !std::filesystem::is_regular_file(checkpoint)) return std::nullopt;
+  const io::Checkpoint c = io::read_checkpoint(checkpoint);
+  if (c.version < 2 || c.step != t.step) return std::nullopt;
+  StateDict fp8 = c.state.part("fp8");
+  if (fp8.tensors.empty()) return std::nullopt;
+  return fp8;
+}
+
 EvalRow evaluate_under(const std::string& path, const std::string& precision, const EvalData& d,
                        int64_t step) {
   EvalRow row{.precision = precision, .metrics = std::nullopt, .error = {}};
@@ -144,7 +161,12 @@ EvalRow evaluate_under(const std::string& path, const std::string& precision, co
     EvalSource source(d);
     const amp::Preset& preset = amp::preset(precision);
     const std::unique_ptr<amp::Fp8State> fp8 = preset.make_fp8_state();
-    if (fp8) calibrate(model, d, preset, *fp8);
+    std::optional<StateDict> saved;
+    if (fp8 && precision == t.config.train.precision) saved = saved_fp8_state(t);
+    if (saved)
+      fp8->load_state_dict(*saved);
+    else if (fp8)
+      calibrate(model, d, preset, *fp8);
     row.metrics = evaluate(model, source, preset, fp8.get(), step);
   } catch (const Error& e) {
     row.error = e.is_internal() ? e.what() : e.message();
@@ -210,8 +232,8 @@ std::string eval_table(const EvalReport& r) {
   for (const EvalRow& row : r.rows)
     if (row.metrics && !reference) reference = &row;
   char line[256];
-  const std::string vs = reference ? "loss/" + reference->precision : "";
-  std::snprintf(line, sizeof line, "%-18s %10s %10s %14s\n", "precision", "loss",
+  const std::string vs = reference ? "vs " + reference->precision : "";
+  std::snprintf(line, sizeof line, "%-18s %10s %10s %15s\n", "precision", "loss",
                 r.model == "gpt" || r.model == "lstm" ? "bits/char"
                 : r.model == "deep-mlp"               ? ""
                                                       : "accuracy",
@@ -225,12 +247,12 @@ std::string eval_table(const EvalReport& r) {
       continue;
     }
     const EvalMetrics& m = *row.metrics;
-    const std::string second = m.bits_per_char ? fixed(*m.bits_per_char, 4)
+    const std::string second = m.bits_per_char ? fixed(*m.bits_per_char, 5)
                                : m.accuracy    ? fixed(100 * *m.accuracy, 2) + "%"
                                                : "";
-    std::snprintf(line, sizeof line, "%-18s %10s %10s %14s\n", row.precision.c_str(),
-                  fixed(m.loss, 4).c_str(), second.c_str(),
-                  fixed(m.loss / reference->metrics->loss, 4).c_str());
+    const double change = 100.0 * (m.loss / reference->metrics->loss - 1.0);
+    std::snprintf(line, sizeof line, "%-18s %10s %10s %+13.4f%%\n", row.precision.c_str(),
+                  fixed(m.loss, 5).c_str(), second.c_str(), change);
     out << line;
   }
   return out.str();

@@ -81,6 +81,12 @@ void ProgressPrinter::on_eval(const EvalMetrics& eval) { line(eval_line(eval)); 
 
 void ProgressPrinter::on_note(const std::string& text) { line(text); }
 
+void ProgressPrinter::on_sample(int64_t step, const std::string& text) {
+  // A prompt of "\n" already starts the text on a line of its own.
+  line("sample at step " + std::to_string(step) + ":" + (text.starts_with('\n') ? "" : "\n") +
+       text);
+}
+
 void ProgressPrinter::on_finish(const TrainResult& r) {
   if (r.stopped) {
     line("stopped at step " + std::to_string(r.steps) + ": checkpoint " + r.last_checkpoint);

@@ -234,6 +234,7 @@ Prepared prepare(RunConfig config) {
   if (config.fingerprint && p.data)
     check_fingerprint(*config.fingerprint, *p.data,
                       "Resume with the run's own data (--data), or start a new run");
+  if (p.data) p.options.vocabulary = p.data->vocabulary;
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
   config.model = p.model;  // so that the stored config rebuilds the model alone
   if (!config.init_from.empty()) start_from_trained(p, config);
@@ -365,7 +366,9 @@ nlohmann::json train_json(const TrainOptions& t) {
           {"scaler_growth_interval", t.scaler_growth_interval},
           {"scaler_underflow_fraction", t.scaler_underflow_fraction},
           {"scaler_underflow_check_interval", t.scaler_underflow_check_interval},
-          {"on_nonfinite", name_of(t.on_nonfinite)}};
+          {"on_nonfinite", name_of(t.on_nonfinite)},
+          {"sample_every", t.sample_every},
+          {"sample_tokens", t.sample_tokens}};
 }
 
 // The settings added after the first checkpoints were written take their defaults when absent.
@@ -406,6 +409,8 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   c.scaler_underflow_fraction = t.value("scaler_underflow_fraction", 0.0);
   c.scaler_underflow_check_interval = t.value("scaler_underflow_check_interval", int64_t{1});
   c.on_nonfinite = parse_on_nonfinite(t.value("on_nonfinite", std::string("stop")));
+  c.sample_every = t.value("sample_every", int64_t{0});
+  c.sample_tokens = t.value("sample_tokens", int64_t{200});
 }
 
 }  // namespace

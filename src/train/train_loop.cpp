@@ -12,6 +12,7 @@
 #include "mixp/memory.h"
 #include "mixp/ops.h"
 #include "mixp/optim/clip_grad.h"
+#include "mixp/train/sample.h"
 #include "train/memory_estimate.h"
 #include "train/optimizer_setup.h"
 #include "train/report.h"
@@ -59,6 +60,7 @@ TrainResult Trainer::run() {
     record(outcome);
     check_divergence(outcome);
     if (eval_every_ > 0 && c_.step % eval_every_ == 0) run_eval();
+    sample_if_due();
     const bool stop = o_.stop_requested && o_.stop_requested();
     // A checkpoint falls due every checkpoint_every steps, and waits for a step that updated:
     // one taken among skipped steps would hold a run on its way to diverging as the last good
@@ -261,6 +263,31 @@ void Trainer::notify_step(const StepOutcome& s, const StepMetrics* logged) const
                     s.scale, eta_s, logged);
 }
 
+// What samples need: a language model on nn::Model, its vocabulary, an Inference of its own.
+void Trainer::prepare_samples() {
+  if (o_.sample_every <= 0) return;
+  MIXP_CHECK(task_ == nn::Task::language_model,
+             "samples (--sample-every) need a text model (gpt or lstm)");
+  sample_model_ = dynamic_cast<nn::Model*>(model_.module());
+  MIXP_CHECK(sample_model_ != nullptr && !o_.vocabulary.empty(),
+             "samples (--sample-every) need a model built on nn::Model and its vocabulary");
+  sample_inference_ = std::make_unique<Inference>(*sample_model_, preset_.name);
+}
+
+// A sample every sample_every steps, in evaluation mode, with nothing of the run's state.
+void Trainer::sample_if_due() {
+  if (!sample_inference_ || c_.step % o_.sample_every != 0) return;
+  const std::string& v = o_.vocabulary;
+  const SampleOptions options{
+      .prompt = std::string(1, v.find('\n') != std::string::npos ? '\n' : v[0]),
+      .tokens = o_.sample_tokens,
+      .seed = o_.seed};
+  model_.set_training(false);
+  const std::string text = sample(*sample_model_, v, *sample_inference_, options);
+  model_.set_training(true);
+  observer_.on_sample(c_.step, text);
+}
+
 void Trainer::run_eval() {
   if (!c_.evals.empty() && c_.evals.back().step == c_.step) return;
   c_.evals.push_back(evaluate(model_, data_, preset_, fp8_.get(), c_.step));
@@ -355,6 +382,10 @@ void validate_options(const TrainOptions& o) {
              o.keep_checkpoints);
   MIXP_CHECK(o.scaler_growth_interval >= 0, "the scaler growth interval must be >= 0, got ",
              o.scaler_growth_interval);
+  MIXP_CHECK(o.sample_every >= 0, "the sample interval (--sample-every) must be >= 0, got ",
+             o.sample_every);
+  MIXP_CHECK(o.sample_tokens >= 1, "the sample length (--sample-tokens) must be >= 1, got ",
+             o.sample_tokens);
   const DivergenceLimits& l = o.limits;
   MIXP_CHECK(std::isfinite(l.min_loss_scale) && l.min_loss_scale >= 0,
              "the minimum loss scale must be >= 0 (0: no floor), got ", l.min_loss_scale);

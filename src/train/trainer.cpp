@@ -131,6 +131,7 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
     named.emplace_back(named_params_[i].first, params_[i]);
   optimizers_ = make_optimizers(named, o, preset_, task_ == nn::Task::language_model);
   schedule_ = make_schedule(o, task_ == nn::Task::language_model, total_);
+  prepare_samples();
 }
 
 // The parameters as the preset stores them, written back into the model.

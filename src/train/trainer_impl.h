@@ -11,6 +11,7 @@
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/amp/presets.h"
 #include "mixp/optim/lr_schedule.h"
+#include "mixp/train/trained_model.h"
 #include "mixp/train/trainer.h"
 #include "train/counters.h"
 #include "train/optimizer_setup.h"
@@ -71,6 +72,8 @@ class Trainer {
   [[noreturn]] void diverged(const std::string& why) const;
   TrainResult result() const;
   void notify_step(const StepOutcome& outcome, const StepMetrics* logged) const;
+  void prepare_samples();
+  void sample_if_due();
 
   TrainModel& model_;
   DataSource& data_;
@@ -93,6 +96,8 @@ class Trainer {
   int64_t resumed_from_ = 0;
   std::optional<RunFolder> folder_;
   std::ofstream metrics_;
+  nn::Model* sample_model_ = nullptr;  // the model behind model_, when samples are drawn
+  std::unique_ptr<Inference> sample_inference_;
 };
 
 }  // namespace mixp::train

@@ -71,7 +71,7 @@ class AfterTraining : public Cli {
 };
 
 TEST_F(AfterTraining, EvalIsTheTrainersFinalEvaluationOverTheWholeSplit) {
-  for (const std::string precision : {"fp32", "amp-bf16", "bf16"}) {
+  for (const std::string precision : {"fp32", "amp-bf16", "bf16", "fp8"}) {
     SCOPED_TRACE(precision);
     const fs::path run = dir_ / precision;
     ASSERT_EQ(mixp(gpt(run, "--steps 30 --precision " + precision)).status, 0);
@@ -126,7 +126,8 @@ TEST_F(AfterTraining, ThePrecisionTableEvaluatesOneModelUnderEveryFormat) {
   }
   const CliResult table = mixp("eval '" + run.string() + "' --precisions fp32,amp-fp16");
   ASSERT_EQ(table.status, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("loss/fp32"));
+  EXPECT_THAT(table.out, HasSubstr("vs fp32"));
+  EXPECT_THAT(table.out, HasSubstr("+0.0000%"));  // fp32 against itself
   EXPECT_THAT(table.out, HasSubstr("bits/char"));
   EXPECT_EQ(mixp("eval '" + run.string() + "' --precisions fp32,fp7").status, 2);
   const CliResult none = mixp("eval '" + (dir_ / "nowhere").string() + "'");

@@ -76,11 +76,13 @@ struct TrainCommandOptions {
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
   std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
-  std::optional<int64_t> classes;      ///< image classifiers: labels 0 .. classes - 1
+  std::optional<int64_t> classes;     ///< image classifiers: labels 0 .. classes - 1
   std::optional<double> val_fraction;  ///< text: the fraction that validates
   std::string init_from;               ///< start from this trained model's weights
-  double underflow_growth = 0.0;       ///< TrainOptions::scaler_underflow_fraction
-  int64_t underflow_check_every = 1;   ///< TrainOptions::scaler_underflow_check_interval
+  double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
+  int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
+  int64_t sample_every = 0;           ///< train: TrainOptions::sample_every
+  int64_t sample_tokens = 200;        ///< train: TrainOptions::sample_tokens
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
   /// --resume compares them with the run's own settings.
   std::vector<std::string> given;
@@ -90,6 +92,8 @@ struct TrainCommandOptions {
 void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
 /// With --init-from: the model and the shape flags not given become the trained model's.
 TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
+/// --seed's text as a seed: an integer from 0 to 2^64 - 1, else mixp::Error.
+uint64_t parse_seed(const std::string& text);
 /// Fills options.given from the parsed `command`.
 void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
 /// mixp train: progress and the final line to `out`, the run folder to options.out.
@@ -130,5 +134,20 @@ struct ReportCommandOptions {
 };
 void add_report_flags(CLI::App& command, ReportCommandOptions& options);
 int run_report_command(const ReportCommandOptions& options, std::FILE* out);
+
+/// mixp sample: text from a trained gpt or lstm, the prompt first, to `out`.
+struct SampleCommandOptions {
+  std::string from;    ///< a run folder, a model.safetensors or a checkpoint
+  std::string prompt;  ///< empty: "\n" when the vocabulary has it, else its first character
+  int64_t tokens = 200;
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  std::string seed = "0";
+  std::string precision;  ///< empty: the run's own preset
+  bool no_cache = false;
+  int threads = 0;
+};
+void add_sample_flags(CLI::App& command, SampleCommandOptions& options);
+int run_sample_command(const SampleCommandOptions& options, std::FILE* out);
 
 }  // namespace mixp::cli

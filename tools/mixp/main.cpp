@@ -90,6 +90,11 @@ int main_checked(int argc, char** argv) {
       "report", "one self-contained HTML file of run, compare and inspect folders");
   mixp::cli::add_report_flags(*report_cmd, report);
 
+  mixp::cli::SampleCommandOptions sample;
+  CLI::App* sample_cmd = app.add_subcommand(
+      "sample", "text from a trained gpt or lstm: the prompt and what the model writes after it");
+  mixp::cli::add_sample_flags(*sample_cmd, sample);
+
   CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
@@ -137,6 +142,19 @@ int main_checked(int argc, char** argv) {
   bench_train_cmd->add_option("--peak-gflops", bench_train.peak_gflops,
                               "the peak to compare with (default: measured now)");
 
+  mixp::bench::SampleBenchOptions bench_sample;
+  CLI::App* bench_sample_cmd = bench_cmd->add_subcommand(
+      "sample", "gpt text generation with and without the key/value cache, in tokens/s");
+  bench_sample_cmd->add_option("--layers", bench_sample.layers, "default 6");
+  bench_sample_cmd->add_option("--heads", bench_sample.heads, "default 6");
+  bench_sample_cmd->add_option("--width", bench_sample.width, "default 384");
+  bench_sample_cmd->add_option("--context", bench_sample.context, "default 256");
+  bench_sample_cmd->add_option("--precision", bench_sample.precision, "a preset (default fp32)");
+  bench_sample_cmd->add_option(
+      "--tokens", bench_sample.tokens,
+      "tokens generated per round (default 255: the prompt and these fill the context)");
+  bench_sample_cmd->add_option("--rounds", bench_sample.rounds, "timed rounds (default 3)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {
@@ -174,6 +192,7 @@ int main_checked(int argc, char** argv) {
     mixp::cli::record_given_flags(*inspect_cmd, inspect.train);
     return mixp::cli::run_inspect_command(inspect, stdout);
   }
+  if (*sample_cmd) return mixp::cli::run_sample_command(sample, stdout);
   if (*amp_policy_cmd) return mixp::cli::run_amp_policy(stdout);
   if (*bench_convert_cmd) return mixp::bench::run_convert(bench_convert, stdout);
   if (*bench_step_cmd) {
@@ -181,6 +200,7 @@ int main_checked(int argc, char** argv) {
     return mixp::bench::run_step(bench_step, stdout);
   }
   if (*bench_peak_cmd) return mixp::bench::run_peak(bench_peak, stdout);
+  if (*bench_sample_cmd) return mixp::bench::run_sample_bench(bench_sample, stdout);
   if (*bench_train_cmd) return mixp::bench::run_train_bench(bench_train, stdout);
   if (*bench_matmul_cmd) {
     bench_matmul.dtype = mixp::parse_dtype(bench_matmul_dtype);

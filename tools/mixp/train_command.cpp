@@ -75,6 +75,13 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "M, G or T for powers of 1024 (default: the memory this machine has free)");
   command.add_flag("--overwrite", o.overwrite,
                    "start even if the folder holds another run's files: delete them first");
+  if (!compare) {
+    command.add_option("--sample-every", o.sample_every,
+                       "language models: print a sample of the model's text every this many "
+                       "steps (default 0: none); the run itself is the same with or without");
+    command.add_option("--sample-tokens", o.sample_tokens,
+                       "characters per --sample-every sample (default 200)");
+  }
   if (compare) {
     command.add_option("--from", o.from,
                        "rebuild the table, compare.json and compare.svg in --out from these "
@@ -88,7 +95,8 @@ void add_run_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "continue the run in this folder from its newest valid checkpoint, with "
                      "the run's settings; with --steps (or --epochs) extend it to that many in "
                      "all. Of the other flags only --checkpoint-every, --eval-interval, "
-                     "--log-interval, --threads and --on-nonfinite may differ from them");
+                     "--log-interval, --threads, --on-nonfinite, --sample-every and "
+                     "--sample-tokens may differ from them");
 }
 
 // "512M", "8G", "1073741824": bytes; 0 for an empty text.
@@ -122,16 +130,6 @@ CLI::Validator integer_in_range() {
       "INTEGER");
 }
 
-// A seed is a non-negative integer below 2^64: "-1" must not become 2^64 - 1.
-uint64_t parse_seed(const std::string& text) {
-  uint64_t seed = 0;
-  const char* end = text.data() + text.size();
-  const auto [at, ec] = std::from_chars(text.data(), end, seed);
-  MIXP_CHECK(!text.empty() && ec == std::errc() && at == end,
-             "--seed must be an integer from 0 to 18446744073709551615, got '", text, "'");
-  return seed;
-}
-
 // The flags' own ranges, so that the message names the flag (the library names the setting).
 void check_optimizer_flags(const TrainCommandOptions& o) {
   auto at_least_zero = [](const char* flag, double v) {
@@ -159,6 +157,16 @@ void check_optimizer_flags(const TrainCommandOptions& o) {
 }
 
 }  // namespace
+
+// A seed is a non-negative integer below 2^64: "-1" must not become 2^64 - 1.
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, seed);
+  MIXP_CHECK(!text.empty() && ec == std::errc() && at == end,
+             "--seed must be an integer from 0 to 18446744073709551615, got '", text, "'");
+  return seed;
+}
 
 void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option("--model", o.model,
@@ -229,6 +237,9 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
         "--layers", "--heads", "--width", "--context", "--underflow-check-every",
         "--checkpoint-every", "--warmup-steps", "--max-skipped-in-a-row", "--classes"})
     command.get_option(name)->check(integer_in_range());
+  if (!compare)
+    for (const char* name : {"--sample-every", "--sample-tokens"})
+      command.get_option(name)->check(integer_in_range());
 }
 
 TrainCommandOptions with_trained_model_shape(TrainCommandOptions o) {
@@ -301,6 +312,10 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   MIXP_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be positive, got ",
              o.checkpoint_every);
   c.train.checkpoint_every = o.checkpoint_every;
+  MIXP_CHECK(o.sample_every >= 0, "--sample-every must be 0 (none) or more, got ", o.sample_every);
+  MIXP_CHECK(o.sample_tokens >= 1, "--sample-tokens must be at least 1, got ", o.sample_tokens);
+  c.train.sample_every = o.sample_every;
+  c.train.sample_tokens = o.sample_tokens;
   c.train.overwrite = o.overwrite;
   c.train.max_memory = parse_bytes(o.max_memory);
   check_optimizer_flags(o);
@@ -404,6 +419,8 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
              o.checkpoint_every);
   apply("--checkpoint-every", c.train.checkpoint_every, o.checkpoint_every, "");
   apply("--eval-interval", c.train.eval_interval, fresh.train.eval_interval, "");
+  apply("--sample-every", c.train.sample_every, fresh.train.sample_every, "");
+  apply("--sample-tokens", c.train.sample_tokens, fresh.train.sample_tokens, "");
   apply("--log-interval", c.train.log_interval, fresh.train.log_interval, "");
   apply("--threads", c.train.threads, fresh.train.threads,
         " (the sums split over other threads: the rest of the run may differ in the last bits "

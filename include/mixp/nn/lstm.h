@@ -18,6 +18,10 @@
 //   o.batch_first = true;
 //   mixp::nn::LSTM lstm(o, rng);
 //   mixp::Tensor y = lstm.forward(x);               // [B, T, 128] -> [B, T, 256], h_t per step
+//
+//   mixp::nn::LSTM::State state;                    // h_0 = c_0 = 0
+//   mixp::Tensor h1 = lstm.step(x0, state);          // [B, 128] -> [B, 256]; state advances
+//   mixp::Tensor h2 = lstm.step(x1, state);          // y's positions 0 and 1, one at a time
 #pragma once
 
 #include <vector>
@@ -47,6 +51,16 @@ class LSTM : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   void reset(Philox& rng);
 
+  /// Every layer's (h, c) after the steps taken so far, [B, H] each; empty before the first
+  /// step, which starts from zeros as forward() does.
+  struct State {
+    std::vector<Tensor> h, c;
+  };
+  /// One step: x_t [B, input_size] -> the last layer's h_t [B, H]; `state` advances. The same
+  /// cell as forward()'s, so forward() of a sequence and step() on its positions in turn agree
+  /// to within the rounding of the input projections' sums. Nothing is recorded for backward.
+  Tensor step(const Tensor& x_t, State& state) const;
+
   const LSTMOptions& options() const { return options_; }
 
  protected:
@@ -61,6 +75,8 @@ class LSTM : public UnaryModule {
     Tensor* bias_hh;
   };
   Tensor layer_forward(const Layer& layer, const Tensor& x) const;  // [B, T, in] -> [B, T, H]
+  // One cell update from the input projection gx [B, 4H]: h and c advance.
+  void cell(const Layer& layer, const Tensor& gx, Tensor& h, Tensor& c) const;
 
   LSTMOptions options_;
   std::vector<Layer> layers_;

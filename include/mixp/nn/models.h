@@ -36,6 +36,18 @@
 //         nanoGPT's named_parameters(), not listed again.
 // Initial values come from Philox stream 0 of the seed, dropout masks from stream 1
 // (Model::generator()).
+//
+// Incremental decoding (Model::make_decoder, language models): a TokenDecoder reads a sequence
+// a few positions at a time and keeps what the model needs of the past, so that the next
+// token's logits cost one position: the gpt keeps each block's keys and values (a KVCache,
+// mixp/nn/transformer.h), at most `context` positions, since its position embeddings are
+// learned for positions 0 ... context - 1; the lstm keeps each layer's (h, c) and has no limit.
+// A decoder applies no dropout and records nothing for backward. Its logits equal forward()'s
+// at the same positions to within rounding (the order of some sums differs).
+//
+//   std::unique_ptr<mixp::nn::TokenDecoder> decoder = model->make_decoder();
+//   mixp::Tensor a = decoder->read(prompt);   // i64 [T] -> logits [T, vocab]
+//   mixp::Tensor b = decoder->read(next);     // i64 [1]: position T, from the cache
 #pragma once
 
 #include <memory>
@@ -65,6 +77,22 @@ struct ModelConfig {
   double dropout = 0.0;
 };
 
+/// A language model reading one sequence incrementally (see the top of this file).
+class TokenDecoder {
+ public:
+  virtual ~TokenDecoder() = default;
+  /// Reads tokens i64 [T] (T >= 1) after those read since the last reset(); returns their
+  /// logits [T, vocab] in the dtype forward() would give. Throws mixp::Error for a token out of
+  /// the vocabulary, and when length() + T would exceed capacity().
+  virtual Tensor read(const Tensor& tokens) = 0;
+  /// Forgets the sequence: the next read() starts at position 0.
+  virtual void reset() = 0;
+  /// The positions read since the last reset().
+  virtual int64_t length() const = 0;
+  /// The most positions it can hold: the gpt's context; INT64_MAX for the lstm.
+  virtual int64_t capacity() const = 0;
+};
+
 class Model : public UnaryModule {
  public:
   /// Classifiers: x f32 [N, 1, H, W] -> logits [N, classes]. Language models: tokens i64
@@ -77,6 +105,10 @@ class Model : public UnaryModule {
   /// values come from stream 0). It advances with every mask, so its state belongs in a
   /// checkpoint; set_state() restores it.
   Philox& generator() { return *generator_; }
+
+  /// Language models: a decoder over this model's parameters as they are at each read() (it
+  /// refers to the model, which must outlive it). Other models throw mixp::Error.
+  virtual std::unique_ptr<TokenDecoder> make_decoder();
 
  protected:
   std::shared_ptr<Philox> generator_ = std::make_shared<Philox>();

@@ -15,10 +15,10 @@
 //
 // Evaluating the same weights under several presets shows how sensitive the trained model is to
 // each format: the weights are cast as each preset stores them and the forward pass runs under
-// its autocast. The fp8 presets with delayed scaling calibrate their scales on the first batch
-// (one forward pass whose amax sets them) before the evaluation, since a model file carries no
-// amax history; a run trained under such a preset reports, at the end of training, the figure
-// its training history's scales give, which can differ in the last digits.
+// its autocast. Under the run's own FP8 preset the scales are those the trainer evaluated with:
+// the FP8 state of the run's checkpoint of the same step (a finished run keeps one of its end).
+// Under another FP8 preset, or without that checkpoint, they are calibrated on the first batch
+// (one forward pass whose amax sets them) before the evaluation.
 //
 // Example:
 //

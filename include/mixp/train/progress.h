@@ -2,7 +2,8 @@
 //
 // On a terminal a bar redrawn in place (step, loss, samples/s, loss scale, ETA); otherwise one
 // plain line per metrics line (TrainOptions::log_interval steps). Evaluations and notes are
-// lines of their own, and the end of the run one summary line.
+// lines of their own, samples (TrainOptions::sample_every) a heading line and their text, and the
+// end of the run one summary line.
 //
 // Example:
 //
@@ -35,6 +36,7 @@ class ProgressPrinter : public TrainObserver {
                double eta_s, const StepMetrics* metrics) override;
   void on_eval(const EvalMetrics& eval) override;
   void on_note(const std::string& text) override;
+  void on_sample(int64_t step, const std::string& text) override;
   void on_finish(const TrainResult& result) override;
 
  private:

@@ -35,6 +35,12 @@
 //                    memory available, with both figures.
 //   progress         nothing is printed: TrainOptions::observer receives the start, every step,
 //                    every evaluation and every note (mixp/train/progress.h prints them).
+//   samples          language models with sample_every > 0: every sample_every steps, a text of
+//                    sample_tokens characters (mixp/train/sample.h: temperature 1, all tokens,
+//                    the cached decoder, Philox stream kSampleStream of the run's seed) to
+//                    TrainObserver::on_sample. It runs in evaluation mode, through an Inference
+//                    of its own (its own FP8 state) and its own generator, so the run's weights,
+//                    losses and checkpoints are the same bits with and without it.
 //
 // The run folder (options.out_dir; nothing written when empty) holds one run, under a lock
 // (flock of ".lock", which names the process holding it). A new run refuses a folder that holds
@@ -258,6 +264,8 @@ class TrainObserver {
   virtual void on_eval(const EvalMetrics& /*eval*/) {}
   /// A note: a checkpoint skipped at resume, where the run resumed, why it stopped.
   virtual void on_note(const std::string& /*text*/) {}
+  /// TrainOptions::sample_every: the prompt and the text drawn after `step` steps.
+  virtual void on_sample(int64_t /*step*/, const std::string& /*text*/) {}
   virtual void on_finish(const TrainResult& /*result*/) {}
 };
 
@@ -316,6 +324,12 @@ struct TrainOptions {
   std::function<void(int64_t step, const std::vector<std::pair<std::string, Tensor*>>& parameters)>
       on_gradients{};
   StepHooks hooks{};
+  /// Language models: > 0 draws a sample every this many steps (see samples, above).
+  int64_t sample_every = 0;
+  int64_t sample_tokens = 200;  ///< characters per sample, >= 1
+  /// Language models built on nn::Model: token i is character vocabulary[i]; needed for
+  /// samples (run.h sets it from the text). Not part of the stored configuration.
+  std::string vocabulary{};
 };
 
 struct TrainResult {
