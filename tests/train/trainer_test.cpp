@@ -2,8 +2,8 @@
 // run files, metrics, determinism, presets, language models and compare.
 #include "mixp/train/trainer.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -857,8 +857,7 @@ TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
   std::vector<double> w = c.state.tensor("model/param/fc.weight").to_vector();
   w[5] = std::nan("");
   c.state.tensors["model/param/fc.weight"] = from_values(w, {3, 16});
-  io::write_checkpoint(dir.string(), 7, c.run_id, c.state,
-                       {{"config", c.file.metadata.at("config")}},
+  io::write_checkpoint(dir.string(), 7, c.run_id, c.state, {{"config", c.file.metadata.at("config")}},
                        /*keep=*/2);
   TinyClassifier model(0);
   BlobData data(0);
