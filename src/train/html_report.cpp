@@ -269,6 +269,7 @@ std::string loss_section(const std::vector<ReportRun>& runs) {
 std::string scale_section(const std::vector<ReportRun>& runs) {
   std::vector<diag::Curve> scales, norms;
   std::vector<diag::Span> skipped;
+  bool any_norm = false;
   for (const ReportRun& run : runs) {
     diag::Curve scale{.label = run.label}, norm{.label = run.label};
     for (const StepMetrics& m : run.result.log) {
@@ -276,6 +277,7 @@ std::string scale_section(const std::vector<ReportRun>& runs) {
       scale.y.push_back(m.scale > 0 ? std::log2(m.scale) : NAN);
       norm.x.push_back(double(m.step));
       norm.y.push_back(m.grad_norm.value_or(NAN));
+      any_norm = any_norm || m.grad_norm.has_value();
     }
     scales.push_back(std::move(scale));
     norms.push_back(std::move(norm));
@@ -295,6 +297,8 @@ std::string scale_section(const std::vector<ReportRun>& runs) {
                                            .spans = skipped}),
               "The loss scale at each logged step (1, that is 2^0, without loss scaling); "
               "shaded: windows with skipped steps.");
+  if (!any_norm)  // runs from before metrics.jsonl recorded it
+    return s + "<p>These runs' metrics.jsonl records no gradient norms.</p>\n";
   s += figure("grad-norm",
               diag::line_plot_svg(norms, {.title = "gradient norm before clipping",
                                           .x_label = "step",
