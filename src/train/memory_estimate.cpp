@@ -49,8 +49,10 @@ std::string MemoryEstimate::describe() const {
 
 std::optional<MemoryEstimate> estimate_memory(TrainModel& model, DataSource& data,
                                               const amp::Preset& preset,
-                                              const std::vector<Tensor>& parameters) {
-  const int64_t batch_size = data.batch_size();
+                                              const std::vector<Tensor>& parameters,
+                                              int64_t micro_batches) {
+  // A step's activations are those of one micro-batch.
+  const int64_t batch_size = (data.batch_size() + micro_batches - 1) / micro_batches;
   const std::optional<data::LoaderState> loader = data.loader_state();
   if (batch_size <= 0 || !loader) return std::nullopt;
   const std::optional<data::Batch> batch = data.next_train();

@@ -21,14 +21,16 @@ struct MemoryEstimate {
   std::string describe() const;
 };
 
-/// The peak of a run at data.batch_size() samples a step: what is allocated now, plus a step
+/// The peak of a run at data.batch_size() samples a step in `micro_batches` parts (the passes of
+/// one part at a time hold its activations): what is allocated now, plus a step
 /// extrapolated from forward and backward passes of one and of two training samples (their
 /// difference is what each sample adds). The model's buffers and generator and the data's
 /// loader are restored afterwards, and the gradients dropped, so the run goes on as if the
 /// passes had not happened. Nothing for data whose batch size or loader state is unknown.
 std::optional<MemoryEstimate> estimate_memory(TrainModel& model, DataSource& data,
                                               const amp::Preset& preset,
-                                              const std::vector<Tensor>& parameters);
+                                              const std::vector<Tensor>& parameters,
+                                              int64_t micro_batches = 1);
 
 /// "20.8 GiB", or "512.0 MiB" below a GiB.
 std::string bytes_text(int64_t bytes);

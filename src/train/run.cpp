@@ -111,6 +111,7 @@ std::string data_path(const RunConfig& config) {
 // Everything a run needs that is loaded once: the data, and the factory of fresh inputs.
 struct Prepared {
   TrainOptions options;
+  int64_t batch = 0;      // samples a training batch
   nn::ModelConfig model;  // the shape the data gives (classes, image size, vocabulary)
   std::function<RunInputs()> make;
   std::optional<DataFingerprint> data;  // none for synthetic data
@@ -127,6 +128,7 @@ Prepared prepare_regression(const RunConfig& config) {
   nn::ModelConfig model = config.model;
   Prepared p;
   p.model = model;
+  p.batch = batch;
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
                      std::make_unique<RegressionSource>(data, batch)};
@@ -149,6 +151,7 @@ Prepared prepare_images(const RunConfig& config, const std::string& path) {
   const uint64_t seed = config.train.seed;
   Prepared p;
   p.model = model;
+  p.batch = batch;
   p.data = fingerprint_of(path, {data->train.images, data->train.labels});
   p.make = [data, model, batch, seed] {
     return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
@@ -176,6 +179,7 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
   const int64_t context = model.context;
   Prepared p;
   p.model = model;
+  p.batch = batch;
   p.options.steps = config.train.steps;
   if (p.options.steps == 0) {
     const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
@@ -237,6 +241,9 @@ Prepared prepare(RunConfig config) {
   if (p.data) p.options.vocabulary = p.data->vocabulary;
   if (task != nn::Task::regression) config.data = path;  // a resume from elsewhere finds it
   config.model = p.model;  // so that the stored config rebuilds the model alone
+  MIXP_CHECK(p.batch % config.train.grad_accum == 0, "a batch of ", p.batch,
+             " samples does not split into ", config.train.grad_accum,
+             " equal micro-batches (--grad-accum); choose a batch that is a multiple of it");
   if (!config.init_from.empty()) start_from_trained(p, config);
   if (p.options.config.empty())
     p.options.config = run_config_json(config, p.data ? &*p.data : nullptr);
@@ -360,6 +367,7 @@ nlohmann::json train_json(const TrainOptions& t) {
           {"threads", t.threads},
           {"eval_interval", t.eval_interval},
           {"log_interval", t.log_interval},
+          {"grad_accum", t.grad_accum},
           {"clip_norm", t.clip_norm},
           {"checkpoint_every", t.checkpoint_every},
           {"keep_checkpoints", t.keep_checkpoints},
@@ -402,6 +410,7 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   c.threads = t.at("threads").get<int>();
   c.eval_interval = t.at("eval_interval").get<int64_t>();
   c.log_interval = t.at("log_interval").get<int64_t>();
+  c.grad_accum = t.value("grad_accum", int64_t{1});
   c.clip_norm = t.at("clip_norm").get<double>();
   c.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
   c.keep_checkpoints = t.at("keep_checkpoints").get<int>();

@@ -103,7 +103,8 @@ TrainResult Trainer::run() {
 
 // Refuses a run whose peak would not fit, before anything is written.
 void Trainer::check_memory() {
-  const std::optional<MemoryEstimate> e = estimate_memory(model_, data_, preset_, params_);
+  const std::optional<MemoryEstimate> e =
+      estimate_memory(model_, data_, preset_, params_, o_.grad_accum);
   if (!e) return;
   const int64_t limit = o_.max_memory > 0 ? o_.max_memory : available_memory();
   MIXP_CHECK(limit <= 0 || e->total() <= limit, "this run needs ", e->describe(),
@@ -121,21 +122,13 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   StepOutcome out;
   out.scale = scaler_.get_scale();
   if (o_.hooks.before_forward) o_.hooks.before_forward(c_.step, out.scale);
-  Tensor loss;
-  {
-    auto scope = preset_.autocast();
-    std::optional<amp::Fp8Autocast> fp8_scope;
-    if (fp8_) fp8_scope.emplace(*fp8_);
-    loss = task_loss(model_.forward(batch.x), batch.y, task_);
-  }
-  scaler_.scale(loss).backward();
+  out.loss = forward_backward(batch);
   if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
   if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
   const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
   const double norm = optim::clip_grad_norm(params_, max_norm);
   out.grad_norm = norm;
-  out.loss = loss.item();
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
   const bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
   if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, before);
@@ -155,6 +148,31 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   out.samples = batch.x.size(0);
   out.ms = ms_since(start);
   return out;
+}
+
+// Forward and backward of the batch, in grad_accum micro-batches whose losses are weighted by
+// their share of the samples, so that the gradients add up to the whole batch's mean loss's.
+// Returns that loss.
+double Trainer::forward_backward(const data::Batch& batch) {
+  const int64_t n = batch.x.size(0), parts = std::min<int64_t>(o_.grad_accum, n);
+  double loss_sum = 0.0;
+  for (int64_t i = 0; i < parts; ++i) {
+    const int64_t begin = n * i / parts, end = n * (i + 1) / parts;
+    const bool whole = parts == 1;
+    const Tensor x = whole ? batch.x : batch.x.slice(begin, end);
+    const Tensor y = whole ? batch.y : batch.y.slice(begin, end);
+    Tensor loss;
+    {
+      auto scope = preset_.autocast();
+      std::optional<amp::Fp8Autocast> fp8_scope;
+      if (fp8_) fp8_scope.emplace(*fp8_);
+      loss = task_loss(model_.forward(x), y, task_);
+      if (!whole) loss = ops::mul_scalar(loss, double(end - begin) / double(n));
+    }
+    scaler_.scale(loss).backward();
+    loss_sum += loss.item();
+  }
+  return loss_sum;
 }
 
 // on_nonfinite = stop: nothing was updated; the state before the step is written as the
@@ -369,6 +387,8 @@ void validate_options(const TrainOptions& o) {
   MIXP_CHECK(o.steps >= 0 && o.epochs >= 0, "steps and epochs must be >= 0, got ", o.steps, " and ",
              o.epochs);
   MIXP_CHECK(o.log_interval >= 1, "the log interval must be >= 1, got ", o.log_interval);
+  MIXP_CHECK(o.grad_accum >= 1, "the micro-batches per step (--grad-accum) must be >= 1, got ",
+             o.grad_accum);
   MIXP_CHECK(o.eval_interval >= 0, "the eval interval must be >= 0, got ", o.eval_interval);
   MIXP_CHECK(std::isfinite(o.clip_norm) && o.clip_norm >= 0,
              "the clip norm must be >= 0 (0: no clipping), got ", o.clip_norm);

@@ -63,6 +63,7 @@ class Trainer {
   void extend_schedule(const StateDict& saved);
   void save_checkpoint(const Before* before);
   StepOutcome step(const data::Batch& batch, const Before& before);
+  double forward_backward(const data::Batch& batch);
   [[noreturn]] void stop_nonfinite(double loss, const Before& before);
   void record(const StepOutcome& outcome);
   void write_metrics_history();

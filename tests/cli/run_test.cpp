@@ -65,6 +65,33 @@ TEST_F(Cli, EveryOptimizerAndPresetFamilyResumesBitwise) {
   }
 }
 
+TEST_F(Cli, GradientAccumulationResumesBitwiseAndHoldsOnePartsActivations) {
+  const fs::path whole = dir_ / "whole", straight = dir_ / "straight", resumed = dir_ / "resumed";
+  const std::string args = "--steps 9 --checkpoint-every 3 --lr 0.01 --precision amp-fp16";
+  ASSERT_EQ(mixp(deep_mlp(whole, args)).status, 0);
+  CliResult r = mixp(deep_mlp(straight, args + " --grad-accum 8"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(mixp(deep_mlp(resumed, args + " --grad-accum 8")).status, 0);
+  ASSERT_EQ(cut_back_to_oldest_checkpoint(resumed), 6);
+  r = mixp("train --resume '" + resumed.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(tensors(straight / "model.safetensors"), tensors(resumed / "model.safetensors"));
+  const json a = read_json(whole / "summary.json"), b = read_json(straight / "summary.json");
+  EXPECT_EQ(b["config"]["train"]["grad_accum"], 8);
+  // The same 4096-sample steps, an eighth of the activations alive at a time.
+  const double full = a["peak_memory_bytes"]["activation"].get<double>();
+  const double part = b["peak_memory_bytes"]["activation"].get<double>();
+  EXPECT_LT(part, 0.25 * full) << part << " of " << full;
+  r = mixp("train --resume '" + resumed.string() + "' --grad-accum 4");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--grad-accum 4 differs from the run's 8"), std::string::npos) << r.err;
+  r = mixp(deep_mlp(dir_ / "odd", "--steps 1 --batch 100 --grad-accum 3"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("a batch of 100 samples does not split into 3 equal micro-batches"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, OptimizerAndScheduleFlagsReachTheRun) {
   const fs::path out = dir_ / "sgd";
   const CliResult r = mixp(deep_mlp(out,
@@ -366,8 +393,10 @@ TEST_F(Cli, CompareRecordsAFailedPrecisionAndFinishesTheOthers) {
 
 TEST_F(Cli, ASigtermedCompareKeepsWhatFinishedAndResumes) {
   const fs::path out = dir_ / "compare";
-  const std::string args = "compare --model deep-mlp --precisions fp32,amp-bf16 --steps 200 "
-                           "--log-interval 50 --threads 1 --out '" + out.string() + "'";
+  const std::string args =
+      "compare --model deep-mlp --precisions fp32,amp-bf16 --steps 200 "
+      "--log-interval 50 --threads 1 --out '" +
+      out.string() + "'";
   const pid_t pid = spawn(args);
   ASSERT_GT(pid, 0);
   // The second precision has begun: the first has finished.

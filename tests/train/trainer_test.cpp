@@ -2,8 +2,8 @@
 // run files, metrics, determinism, presets, language models and compare.
 #include "mixp/train/trainer.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,7 @@ class TinyClassifier : public train::TrainModel {
   }
   Tensor forward(const Tensor& x) override {
     EXPECT_EQ(training_, !NoGradActive());
+    if (training_) training_batches.push_back(x.size(0));
     return ops::linear(x.reshape({x.size(0), 16}), weight_, bias_);
   }
   nn::Task task() const override { return nn::Task::classification; }
@@ -63,6 +65,7 @@ class TinyClassifier : public train::TrainModel {
   std::vector<bool> norm_parameter_flags() override { return {false, true}; }
   void set_training(bool training) override { training_ = training; }
   const Tensor& weight() const { return weight_; }
+  std::vector<int64_t> training_batches;  // the samples of each training forward pass
 
  private:
   static bool NoGradActive() { return !grad_mode_enabled(); }
@@ -395,6 +398,44 @@ TEST_F(Trainer, StepsOverrideEpochs) {
   EXPECT_EQ(r.log[1].step, 7);
   ASSERT_EQ(r.evals.size(), 3u);  // steps 3, 6 and the end
   EXPECT_EQ(r.evals[2].step, 7);
+}
+
+TEST_F(Trainer, GradientAccumulationGivesTheWholeBatchsGradientAndLoss) {
+  for (const std::string precision : {"fp32", "amp-bf16", "amp-fp16"}) {
+    SCOPED_TRACE(precision);
+    // The first step's gradients (before unscaling) and loss, with the batch of 16 whole and
+    // in `parts` micro-batches.
+    auto first_step = [&](int64_t parts) {
+      TinyClassifier model(0);
+      BlobData data(0);
+      train::TrainOptions o = options(precision);
+      o.steps = 1;
+      o.log_interval = 1;
+      o.grad_accum = parts;
+      o.out_dir.clear();
+      std::map<std::string, Tensor> grads;
+      o.on_gradients = [&](int64_t, const std::vector<std::pair<std::string, Tensor*>>& ps) {
+        for (const auto& [name, p] : ps) grads[name] = p->grad().clone();
+      };
+      const train::TrainResult r = train::train(model, data, o);
+      // The step ran its parts (BlobData has no batch_size(), so no memory estimate ran).
+      EXPECT_EQ(model.training_batches, std::vector<int64_t>(size_t(parts), 16 / parts));
+      return std::make_pair(grads, r.log.front().loss);
+    };
+    const auto [whole, whole_loss] = first_step(1);
+    const DType compute = precision == "amp-fp16"   ? DType::f16
+                          : precision == "amp-bf16" ? DType::bf16
+                                                    : DType::f32;
+    for (const int64_t parts : {int64_t(2), int64_t(4), int64_t(16)}) {
+      SCOPED_TRACE(parts);
+      const auto [split, split_loss] = first_step(parts);
+      // Each part's gradient rounds once in the compute dtype; the parts add in fp32.
+      const test::Tolerance tol = test::tolerance(compute, 16 + parts);
+      for (const auto& [name, g] : whole)
+        EXPECT_EQ(test::compare(split.at(name), g, tol), "") << name;
+      EXPECT_NEAR(split_loss, whole_loss, tol.atol + tol.rtol * std::abs(whole_loss));
+    }
+  }
 }
 
 TEST_F(Trainer, LanguageModelReportsBitsPerCharAndWarmsUp) {
@@ -857,7 +898,8 @@ TEST_F(Resume, ACheckpointHoldingNaNIsSkippedNamingTheTensor) {
   std::vector<double> w = c.state.tensor("model/param/fc.weight").to_vector();
   w[5] = std::nan("");
   c.state.tensors["model/param/fc.weight"] = from_values(w, {3, 16});
-  io::write_checkpoint(dir.string(), 7, c.run_id, c.state, {{"config", c.file.metadata.at("config")}},
+  io::write_checkpoint(dir.string(), 7, c.run_id, c.state,
+                       {{"config", c.file.metadata.at("config")}},
                        /*keep=*/2);
   TinyClassifier model(0);
   BlobData data(0);

@@ -56,6 +56,7 @@ struct TrainCommandOptions {
   std::string out;  ///< empty: runs/<model>-<precision> (train), runs/compare-<model> (compare)
   int64_t eval_interval = 0;
   int64_t log_interval = 10;
+  int64_t grad_accum = 1;  ///< micro-batches per step
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
   int64_t checkpoint_every = 0;       ///< steps between checkpoints; 0: none

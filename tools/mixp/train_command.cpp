@@ -205,6 +205,9 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                      "steps between evaluations (default: every epoch for images, steps/5 for "
                      "text)");
   command.add_option("--log-interval", o.log_interval, "steps per metrics line (default 10)");
+  command.add_option("--grad-accum", o.grad_accum,
+                     "split each batch into this many micro-batches, their gradients added: the "
+                     "same step at the activation memory of one part (default 1)");
   command.add_option("--layers", o.layers,
                      "gpt blocks (default 6), lstm layers (default 2) or deep-mlp hidden layers "
                      "(default 2)");
@@ -232,10 +235,10 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   add_optimizer_flags(command, o);
   add_run_flags(command, o, compare);
   // CLI11 saturates an integer out of range (to 2^63 - 1 steps); these refuse it instead.
-  for (const char* name :
-       {"--epochs", "--steps", "--batch", "--threads", "--eval-interval", "--log-interval",
-        "--layers", "--heads", "--width", "--context", "--underflow-check-every",
-        "--checkpoint-every", "--warmup-steps", "--max-skipped-in-a-row", "--classes"})
+  for (const char* name : {"--epochs", "--steps", "--batch", "--threads", "--eval-interval",
+                           "--log-interval", "--layers", "--heads", "--width", "--context",
+                           "--underflow-check-every", "--checkpoint-every", "--warmup-steps",
+                           "--max-skipped-in-a-row", "--classes", "--grad-accum"})
     command.get_option(name)->check(integer_in_range());
   if (!compare)
     for (const char* name : {"--sample-every", "--sample-tokens"})
@@ -302,6 +305,8 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.out_dir = o.out.empty() ? default_out : o.out;
   c.train.eval_interval = o.eval_interval;
   c.train.log_interval = o.log_interval;
+  MIXP_CHECK(o.grad_accum >= 1, "--grad-accum must be at least 1, got ", o.grad_accum);
+  c.train.grad_accum = o.grad_accum;
   c.train.on_nonfinite = train::parse_on_nonfinite(o.on_nonfinite);
   MIXP_CHECK(o.underflow_growth >= 0.0 && o.underflow_growth < 1.0,
              "--underflow-growth must be in [0, 1), got ", o.underflow_growth);
@@ -391,6 +396,7 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--classes", number(fresh.model.classes), number(c.model.classes));
   same("--val-fraction", text_of(fresh.val_fraction), text_of(c.val_fraction));
   same("--batch", number(o.batch), number(c.batch));
+  same("--grad-accum", number(o.grad_accum), number(c.train.grad_accum));
   same("--lr", text_of(o.lr), text_of(c.train.lr));
   same("--seed", number(fresh.train.seed), number(c.train.seed));
   same("--optimizer", o.optimizer, c.train.optimizer.name);

@@ -3,8 +3,8 @@
 // run folder that holds exactly one run.
 //
 // The loop is DESIGN.md's, under the preset (mixp/amp/presets.h): the parameters cast as the
-// preset stores them; the forward pass in the preset's Autocast scope (and its FP8 scope); the
-// loss scaled by the preset's GradScaler; gradients unscaled, clipped to a total norm of
+// preset stores them; the forward pass in the preset's Autocast scope (and its FP8 scope), once
+// per micro-batch with grad_accum > 1; the loss scaled by the preset's GradScaler; gradients unscaled, clipped to a total norm of
 // clip_norm (0: not clipped), and applied by the optimizer unless a scaled gradient overflowed.
 //
 //   optimizer        TrainOptions::optimizer: sgd, adam or adamw (the default), with PyTorch's
@@ -288,6 +288,12 @@ struct TrainOptions {
   int64_t max_memory = 0;
   int64_t eval_interval = 0;          ///< steps between evaluations; 0: the default above
   int64_t log_interval = 10;          ///< steps per metrics line
+  /// Micro-batches per step (gradient accumulation): each batch is split along its first
+  /// dimension into this many parts, each run forward and backward with its loss weighted by
+  /// its share of the batch, so the step's gradient is the whole batch's (up to the order of
+  /// the sums) at the activation memory of one part. The batch size must divide by it (a last
+  /// smaller batch of an epoch is split as evenly as it goes).
+  int64_t grad_accum = 1;
   double clip_norm = 1.0;             ///< the total gradient norm; 0: no clipping
   TrainObserver* observer = nullptr;  ///< progress and notes; nullptr: silent
   int64_t checkpoint_every = 0;       ///< > 0: a checkpoint in out_dir every this many steps
