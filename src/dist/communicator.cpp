@@ -2,8 +2,6 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
-#include <functional>
 #include <string_view>
 
 #include "dist/single_process.h"
@@ -16,10 +14,8 @@ namespace mixp::dist {
 
 const char* name_of(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::max:
-      return "max";
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
   }
   MIXP_ASSERT(false, "unknown ReduceOp ", int(op));
 }
@@ -31,10 +27,8 @@ bool reducible(DType dtype) {
     case DType::i32:
     case DType::i64:
     case DType::bf16:
-    case DType::f16:
-      return true;
-    default:
-      return false;
+    case DType::f16: return true;
+    default: return false;
   }
 }
 
@@ -113,21 +107,21 @@ Request Communicator::start_reduce_scatter(ConstBuffer in, Buffer out, ReduceOp 
              ": the input must hold one block of the output's ", out.count,
              " elements per rank, that is ", out.count * size_t(size()), " elements, got ",
              in.count);
-  MIXP_CHECK(!overlap(in.data, bytes_of(in.count, in.dtype), out.data,
-                      bytes_of(out.count, out.dtype)),
-             where("reduce_scatter"), ": the input and output buffers overlap");
+  MIXP_CHECK(
+      !overlap(in.data, bytes_of(in.count, in.dtype), out.data, bytes_of(out.count, out.dtype)),
+      where("reduce_scatter"), ": the input and output buffers overlap");
   return do_reduce_scatter(in, out, op);
 }
 
 Request Communicator::start_all_gather(ConstBuffer in, Buffer out) {
-  MIXP_CHECK(in.dtype == out.dtype, where("all_gather"), ": input dtype ",
-             mixp::name_of(in.dtype), " differs from output dtype ", mixp::name_of(out.dtype));
+  MIXP_CHECK(in.dtype == out.dtype, where("all_gather"), ": input dtype ", mixp::name_of(in.dtype),
+             " differs from output dtype ", mixp::name_of(out.dtype));
   MIXP_CHECK(out.count == in.count * size_t(size()), where("all_gather"),
              ": the output must hold the input's ", in.count, " elements once per rank, that is ",
              in.count * size_t(size()), " elements, got ", out.count);
-  MIXP_CHECK(!overlap(in.data, bytes_of(in.count, in.dtype), out.data,
-                      bytes_of(out.count, out.dtype)),
-             where("all_gather"), ": the input and output buffers overlap");
+  MIXP_CHECK(
+      !overlap(in.data, bytes_of(in.count, in.dtype), out.data, bytes_of(out.count, out.dtype)),
+      where("all_gather"), ": the input and output buffers overlap");
   return do_all_gather(in, out);
 }
 
@@ -148,10 +142,10 @@ int integer_variable(const char* name, int low, int high) {
   const std::string_view view = text;
   int value = 0;
   const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
-  MIXP_CHECK(error == std::errc() && end == view.data() + view.size() && value >= low &&
-                 value <= high,
-             "the environment variable ", name, " must be an integer in [", low, ", ", high,
-             "], got '", view, "'");
+  MIXP_CHECK(
+      error == std::errc() && end == view.data() + view.size() && value >= low && value <= high,
+      "the environment variable ", name, " must be an integer in [", low, ", ", high, "], got '",
+      view, "'");
   return value;
 }
 
@@ -182,14 +176,14 @@ Backend choose_backend(const Launch& launch, bool mpi_available) {
 
 std::unique_ptr<Communicator> make_communicator(Backend backend) {
   switch (backend) {
-    case Backend::single_process:
-      return make_single_process_communicator();
+    case Backend::single_process: return make_single_process_communicator();
     case Backend::mpi:
 #if MIXP_HAVE_MPI
       return make_mpi_communicator();
 #else
-      MIXP_CHECK(false, "the MPI communicator was asked for, but this mixp was built without "
-                        "MPI: install libopenmpi-dev (scripts/install-deps.sh) and rebuild");
+      MIXP_CHECK(false,
+                 "the MPI communicator was asked for, but this mixp was built without "
+                 "MPI: install libopenmpi-dev (scripts/install-deps.sh) and rebuild");
 #endif
   }
   MIXP_CHECK(false, "unknown communicator backend ", int(backend));

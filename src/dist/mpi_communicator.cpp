@@ -16,9 +16,9 @@ Error mpi_error(int code, const char* operation, int rank, int size) {
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
   const std::string description = length > 0 ? std::string(text, size_t(length))
                                              : mixp::detail::concat("MPI error code ", code);
-  return Error(mixp::detail::concat(operation, " failed on rank ", rank, " of ", size, ": ",
-                              description),
-               SourceLocation::current());
+  return Error(
+      mixp::detail::concat(operation, " failed on rank ", rank, " of ", size, ": ", description),
+      SourceLocation::current());
 }
 
 namespace {
@@ -34,8 +34,9 @@ class MpiSession {
     if (auto session = current.lock()) return session;
     int finalized = 0, initialized = 0;
     MPI_Finalized(&finalized);
-    MIXP_CHECK(!finalized, "MPI was finalized in this process and cannot be started again: keep "
-                           "one communicator for the whole run");
+    MIXP_CHECK(!finalized,
+               "MPI was finalized in this process and cannot be started again: keep "
+               "one communicator for the whole run");
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
@@ -96,10 +97,15 @@ class SixteenBitReduction final : public detail::PendingOperation {
  public:
   // `gather_into` is the all-reduce's buffer, or null for a reduce-scatter, which ends with
   // the local reduction into `own_chunk`.
-  SixteenBitReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in,
-                      Buffer own_chunk, void* gather_into, Chunks chunks)
-      : origin_(origin), comm_(comm), op_(op), dtype_(in.dtype), own_chunk_(own_chunk),
-        gather_into_(gather_into), chunks_(std::move(chunks)),
+  SixteenBitReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in, Buffer own_chunk,
+                      void* gather_into, Chunks chunks)
+      : origin_(origin),
+        comm_(comm),
+        op_(op),
+        dtype_(in.dtype),
+        own_chunk_(own_chunk),
+        gather_into_(gather_into),
+        chunks_(std::move(chunks)),
         received_(size_t(origin.size) * own_chunk.count) {
     const int mine = int(own_chunk.count);
     receive_counts_.assign(size_t(origin.size), mine);
@@ -140,8 +146,8 @@ class SixteenBitReduction final : public detail::PendingOperation {
     }
     stage_ = Stage::gathering;
     origin_.check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gather_into_,
-                                  chunks_.counts.data(), chunks_.displs.data(), MPI_UINT16_T,
-                                  comm_, &request_));
+                                  chunks_.counts.data(), chunks_.displs.data(), MPI_UINT16_T, comm_,
+                                  &request_));
   }
 
   Origin origin_;
@@ -159,16 +165,11 @@ class SixteenBitReduction final : public detail::PendingOperation {
 
 MPI_Datatype native_type(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return MPI_FLOAT;
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::i32:
-      return MPI_INT32_T;
-    case DType::i64:
-      return MPI_INT64_T;
-    default:
-      return MPI_DATATYPE_NULL;
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
   }
 }
 
@@ -200,13 +201,12 @@ class MpiCommunicator final : public Communicator {
       auto* own = static_cast<uint16_t*>(data.data) + chunks.displs[mine];
       const Buffer own_chunk{own, size_t(chunks.counts[mine]), data.dtype};
       return Request(std::make_unique<SixteenBitReduction>(
-          origin, comm_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk,
-          data.data, std::move(chunks)));
+          origin, comm_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk, data.data,
+          std::move(chunks)));
     }
     auto request = std::make_unique<SingleRequest>(origin);
-    origin.check(MPI_Iallreduce(MPI_IN_PLACE, data.data, int(data.count),
-                                native_type(data.dtype), native_op(op), comm_,
-                                request->handle()));
+    origin.check(MPI_Iallreduce(MPI_IN_PLACE, data.data, int(data.count), native_type(data.dtype),
+                                native_op(op), comm_, request->handle()));
     return Request(std::move(request));
   }
 
@@ -222,9 +222,8 @@ class MpiCommunicator final : public Communicator {
                                                            std::move(chunks)));
     }
     auto request = std::make_unique<SingleRequest>(origin);
-    origin.check(MPI_Ireduce_scatter_block(in.data, out.data, int(out.count),
-                                           native_type(in.dtype), native_op(op), comm_,
-                                           request->handle()));
+    origin.check(MPI_Ireduce_scatter_block(in.data, out.data, int(out.count), native_type(in.dtype),
+                                           native_op(op), comm_, request->handle()));
     return Request(std::move(request));
   }
 

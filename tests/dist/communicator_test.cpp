@@ -38,6 +38,9 @@ std::string message_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+static_assert(Element<bfloat16> && Element<float> && Element<int64_t> && Element<uint8_t>);
+static_assert(!Element<char> && !Element<long double> && !Element<const float>);
+
 TEST(SingleProcessCommunicator, IsRankZeroOfOne) {
   auto comm = make_communicator(Backend::single_process);
   EXPECT_EQ(comm->rank(), 0);
@@ -85,9 +88,7 @@ TEST(SingleProcessCommunicator, GatherAndBroadcastKeepTheRanksData) {
 TEST(Communicator, RefusesBadArgumentsNamingTheOperationTheRankAndTheValues) {
   auto comm = make_communicator(Backend::single_process);
   std::vector<float> in(6), out(4);
-  EXPECT_EQ(message_of([&] {
-              comm->reduce_scatter(std::span<const float>(in), std::span(out));
-            }),
+  EXPECT_EQ(message_of([&] { comm->reduce_scatter(std::span<const float>(in), std::span(out)); }),
             "reduce_scatter on rank 0 of 1: the input must hold one block of the output's 4 "
             "elements per rank, that is 4 elements, got 6");
   EXPECT_EQ(message_of([&] { comm->all_gather(std::span<const float>(in), std::span(out)); }),
@@ -115,7 +116,8 @@ TEST(Communicator, RefusesBadArgumentsNamingTheOperationTheRankAndTheValues) {
 // A pending operation that completes on its `polls`-th test, or fails when waited on.
 class ScriptedOperation final : public detail::PendingOperation {
  public:
-  ScriptedOperation(int* waits, int polls, bool fails) : waits_(waits), polls_(polls), fails_(fails) {}
+  ScriptedOperation(int* waits, int polls, bool fails)
+      : waits_(waits), polls_(polls), fails_(fails) {}
   void wait() override {
     ++*waits_;
     MIXP_CHECK(!fails_, "scripted failure");
@@ -225,8 +227,7 @@ TEST(LaunchFromEnvironment, ReadsOpenMpisVariables) {
   }
   {
     ScopedVariable size("OMPI_COMM_WORLD_SIZE", "two"), rank("OMPI_COMM_WORLD_RANK", "0");
-    EXPECT_NE(message_of([] { launch_from_environment(); }).find("got 'two'"),
-              std::string::npos);
+    EXPECT_NE(message_of([] { launch_from_environment(); }).find("got 'two'"), std::string::npos);
   }
 }
 

@@ -121,8 +121,8 @@ TEST(MpiCommunicator, AllGatherAndBroadcastMoveAnyDtype) {
 TEST(MpiCommunicator, BarrierHoldsEveryRankUntilAllArrive) {
   std::vector<int64_t> id{int64_t(::getpid())};
   world->broadcast(std::span(id), 0);
-  const auto folder = std::filesystem::temp_directory_path() /
-                      ("mixp_barrier_" + std::to_string(id[0]));
+  const auto folder =
+      std::filesystem::temp_directory_path() / ("mixp_barrier_" + std::to_string(id[0]));
   std::filesystem::create_directories(folder);
   if (rank() == ranks() - 1) usleep(200000);  // the last rank arrives late
   std::ofstream(folder / std::to_string(rank())) << rank();
@@ -162,8 +162,8 @@ TEST(MpiCommunicator, RequestsInFlightTogetherCompleteInAnyOrder) {
 
 // The error of each reduction against the exact sum: f32 (of fp32 values) within the tests'
 // tolerance for fp32 sums over the ranks; bf16 (of bf16 values) within one bf16 rounding, and
-// bitwise the rank-order fp32 sum rounded once, on every rank alike. The bf16 ring is computed
-// here as the control.
+// bitwise the rank-order fp32 sum rounded once; each bitwise the same on every rank. The bf16
+// ring is computed here as the control.
 TEST(MpiCommunicator, Bf16AllReduceStaysWithinOneRoundingOfTheExactSum) {
   const size_t count = 4099;  // not a multiple of any rank count: uneven chunks
   const auto all = test::contributions(ranks(), count);
@@ -177,6 +177,8 @@ TEST(MpiCommunicator, Bf16AllReduceStaysWithinOneRoundingOfTheExactSum) {
   world->all_reduce(std::span(bf16));
   std::vector<bfloat16> everyones(count * size_t(ranks()));
   world->all_gather(std::span<const bfloat16>(bf16), std::span(everyones));
+  std::vector<float> everyones_f32(count * size_t(ranks()));
+  world->all_gather(std::span<const float>(f32), std::span(everyones_f32));
 
   // Sums of at most 8 values of 24 bits over 5 binades are exact in fp64.
   std::vector<double> exact(count), exact_f32(count, 0.0);
@@ -194,18 +196,20 @@ TEST(MpiCommunicator, Bf16AllReduceStaysWithinOneRoundingOfTheExactSum) {
     EXPECT_EQ(bf16[i].bits, test::fp32_sum_rounded_once(all, i).bits) << "element " << i;
     for (int r = 0; r < ranks(); ++r) {
       EXPECT_EQ(everyones[size_t(r) * count + i].bits, bf16[i].bits) << "rank " << r;
+      EXPECT_TRUE(same_bits(everyones_f32[size_t(r) * count + i], f32[i])) << "rank " << r;
     }
   }
   const auto f32_error = test::relative_error(f32, exact_f32);
   const auto bf16_error = test::relative_error(bf16, exact);
   const auto naive_error = test::relative_error(naive, exact);
   if (rank() == 0) {
-    std::printf("relative error against the fp64 sum over %d ranks, %zu elements (mean / max):\n"
-                "  f32 all-reduce            %.3g / %.3g\n"
-                "  bf16, fp32 sum once       %.3g / %.3g\n"
-                "  bf16 ring (control)       %.3g / %.3g\n",
-                ranks(), count, f32_error.mean, f32_error.max, bf16_error.mean, bf16_error.max,
-                naive_error.mean, naive_error.max);
+    std::printf(
+        "relative error against the fp64 sum over %d ranks, %zu elements (mean / max):\n"
+        "  f32 all-reduce            %.3g / %.3g\n"
+        "  bf16, fp32 sum once       %.3g / %.3g\n"
+        "  bf16 ring (control)       %.3g / %.3g\n",
+        ranks(), count, f32_error.mean, f32_error.max, bf16_error.mean, bf16_error.max,
+        naive_error.mean, naive_error.max);
   }
   EXPECT_GE(naive_error.mean, bf16_error.mean);
   if (ranks() >= 4) {
@@ -222,9 +226,10 @@ TEST(MpiCommunicator, MpiErrorsNameTheOperationAndTheRank) {
     world->reduce_scatter(std::span<const float>(in), std::span(out));
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.message()).rfind("reduce_scatter on rank " + std::to_string(rank()) +
-                                                 " of " + std::to_string(ranks()) + ": ",
-                                             0),
+    EXPECT_EQ(std::string(e.message())
+                  .rfind("reduce_scatter on rank " + std::to_string(rank()) + " of " +
+                             std::to_string(ranks()) + ": ",
+                         0),
               0u)
         << e.message();
   }

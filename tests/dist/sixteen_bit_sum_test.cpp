@@ -83,13 +83,15 @@ TEST(Bf16Reduction, ANaiveRingDriftsWithTheRanksOneRoundingDoesNot) {
       exact[i] = test::exact_sum(all, i);
       naive[i] = test::naive_bf16_ring_sum(all, i);
       once[i] = test::fp32_sum_rounded_once(all, i);
-      ASSERT_LE(std::fabs(double(float(once[i])) - exact[i]), test::one_bf16_rounding(exact[i], ranks))
+      ASSERT_LE(std::fabs(double(float(once[i])) - exact[i]),
+                test::one_bf16_rounding(exact[i], ranks))
           << ranks << " ranks, element " << i;
     }
     const auto naive_error = test::relative_error(naive, exact);
     const auto once_error = test::relative_error(once, exact);
-    std::printf("%d ranks: bf16 ring mean %.3g max %.3g; fp32 sum rounded once mean %.3g max %.3g\n",
-                ranks, naive_error.mean, naive_error.max, once_error.mean, once_error.max);
+    std::printf(
+        "%d ranks: bf16 ring mean %.3g max %.3g; fp32 sum rounded once mean %.3g max %.3g\n", ranks,
+        naive_error.mean, naive_error.max, once_error.mean, once_error.max);
     naive_mean.push_back(naive_error.mean);
     EXPECT_GE(naive_error.mean, once_error.mean) << ranks << " ranks";
   }

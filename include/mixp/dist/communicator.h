@@ -32,12 +32,12 @@
 // from MPI, are mixp::Error naming the operation and the rank.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
-#include <type_traits>
 
 #include "mixp/dtype.h"
 #include "mixp/float_types.h"
@@ -65,28 +65,41 @@ class PendingOperation {
   virtual bool test() = 0;
 };
 
-template <typename T>
-constexpr DType dtype_for() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, float16>) return DType::f16;
-  else if constexpr (std::is_same_v<T, bfloat16>) return DType::bf16;
-  else if constexpr (std::is_same_v<T, float8_e4m3>) return DType::e4m3;
-  else if constexpr (std::is_same_v<T, float8_e5m2>) return DType::e5m2;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
-  else {
-    static_assert(std::is_same_v<T, uint8_t>, "not the storage type of a mixp dtype");
-    return DType::u8;
-  }
-}
-
 }  // namespace detail
 
 /// The storage types of mixp's dtypes: float, double, bfloat16, float16, the FP8 types, int32_t,
 /// int64_t, uint8_t.
 template <typename T>
-concept Element = requires { detail::dtype_for<std::remove_const_t<T>>(); };
+concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, float16> ||
+    std::same_as<T, bfloat16> || std::same_as<T, float8_e4m3> || std::same_as<T, float8_e5m2> ||
+    std::same_as<T, int32_t> || std::same_as<T, int64_t> || std::same_as<T, uint8_t>;
+
+namespace detail {
+
+template <Element T>
+constexpr DType dtype_for() {
+  if constexpr (std::same_as<T, float>) {
+    return DType::f32;
+  } else if constexpr (std::same_as<T, double>) {
+    return DType::f64;
+  } else if constexpr (std::same_as<T, float16>) {
+    return DType::f16;
+  } else if constexpr (std::same_as<T, bfloat16>) {
+    return DType::bf16;
+  } else if constexpr (std::same_as<T, float8_e4m3>) {
+    return DType::e4m3;
+  } else if constexpr (std::same_as<T, float8_e5m2>) {
+    return DType::e5m2;
+  } else if constexpr (std::same_as<T, int32_t>) {
+    return DType::i32;
+  } else if constexpr (std::same_as<T, int64_t>) {
+    return DType::i64;
+  } else {
+    return DType::u8;
+  }
+}
+
+}  // namespace detail
 
 /// The handle of a started collective. Move-only. Destroying a pending request waits for it and
 /// drops its error; call wait() to see errors.
