@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                  # the command line
   libgtest-dev libgmock-dev     # tests
   libbenchmark-dev              # micro-benchmarks
+  libopenmpi-dev openmpi-bin    # Open MPI 4.1: the Communicator's backend, mpirun for the tests
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (scripts/fuzz.sh)
   dataset-fashion-mnist         # the default data set, in /usr/share/datasets
   bible-kjv                     # the default text corpus: scripts/make-kjv.sh

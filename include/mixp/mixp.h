@@ -35,6 +35,7 @@
 #include "mixp/autograd.h"
 #include "mixp/convert.h"
 #include "mixp/cpu.h"
+#include "mixp/dist/communicator.h"
 #include "mixp/dtype.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"

@@ -1,0 +1,289 @@
+#include "dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <mutex>
+#include <vector>
+
+#include "dist/sixteen_bit_sum.h"
+
+namespace mixp::dist {
+
+Error mpi_error(int code, const char* operation, int rank, int size) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  const std::string description = length > 0 ? std::string(text, size_t(length))
+                                             : mixp::detail::concat("MPI error code ", code);
+  return Error(
+      mixp::detail::concat(operation, " failed on rank ", rank, " of ", size, ": ", description),
+      SourceLocation::current());
+}
+
+namespace {
+
+// MPI_Init once per process, MPI_Finalize when the last communicator is gone, unless the
+// program initialized MPI itself (then it finalizes it too).
+class MpiSession {
+ public:
+  static std::shared_ptr<MpiSession> acquire() {
+    static std::mutex mutex;
+    static std::weak_ptr<MpiSession> current;
+    const std::lock_guard lock(mutex);
+    if (auto session = current.lock()) return session;
+    int finalized = 0, initialized = 0;
+    MPI_Finalized(&finalized);
+    MIXP_CHECK(!finalized,
+               "MPI was finalized in this process and cannot be started again: keep "
+               "one communicator for the whole run");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      if (code != MPI_SUCCESS) throw mpi_error(code, "MPI_Init_thread", 0, 0);
+    }
+    auto session = std::shared_ptr<MpiSession>(new MpiSession(!initialized));
+    current = session;
+    return session;
+  }
+  ~MpiSession() {
+    if (owns_mpi_) MPI_Finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  explicit MpiSession(bool owns_mpi) : owns_mpi_(owns_mpi) {}
+  bool owns_mpi_;
+};
+
+struct Origin {
+  const char* operation;
+  int rank, size;
+  void check(int code) const {
+    if (code != MPI_SUCCESS) throw mpi_error(code, operation, rank, size);
+  }
+};
+
+bool finished(MPI_Request& request, const Origin& origin) {
+  int flag = 0;
+  origin.check(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
+  return flag != 0;
+}
+
+// One MPI request started by a native collective.
+class SingleRequest final : public detail::PendingOperation {
+ public:
+  explicit SingleRequest(Origin origin) : origin_(origin) {}
+  MPI_Request* handle() { return &request_; }
+  void wait() override { origin_.check(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+  bool test() override { return finished(request_, origin_); }
+
+ private:
+  Origin origin_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+// How a 16-bit reduction splits its elements: rank r reduces counts[r] elements from displs[r].
+struct Chunks {
+  std::vector<int> counts, displs;
+};
+
+// A bf16 or f16 reduction in fp32 with one rounding: an all-to-all sends each rank its chunk of
+// every rank's data, each rank reduces its chunk locally in rank order, and an all-reduce then
+// all-gathers the rounded chunks in place. MPI sees only 16-bit words.
+class SixteenBitReduction final : public detail::PendingOperation {
+ public:
+  // `gather_into` is the all-reduce's buffer, or null for a reduce-scatter, which ends with
+  // the local reduction into `own_chunk`.
+  SixteenBitReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in, Buffer own_chunk,
+                      void* gather_into, Chunks chunks)
+      : origin_(origin),
+        comm_(comm),
+        op_(op),
+        dtype_(in.dtype),
+        own_chunk_(own_chunk),
+        gather_into_(gather_into),
+        chunks_(std::move(chunks)),
+        received_(size_t(origin.size) * own_chunk.count) {
+    const int mine = int(own_chunk.count);
+    receive_counts_.assign(size_t(origin.size), mine);
+    for (int r = 0; r < origin.size; ++r) receive_displs_.push_back(r * mine);
+    origin_.check(MPI_Ialltoallv(in.data, chunks_.counts.data(), chunks_.displs.data(),
+                                 MPI_UINT16_T, received_.data(), receive_counts_.data(),
+                                 receive_displs_.data(), MPI_UINT16_T, comm_, &request_));
+  }
+
+  void wait() override {
+    while (stage_ != Stage::done) {
+      origin_.check(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+      advance();
+    }
+  }
+  bool test() override {
+    while (stage_ != Stage::done) {
+      if (!finished(request_, origin_)) return false;
+      advance();
+    }
+    return true;
+  }
+
+ private:
+  enum class Stage { exchanging, gathering, done };
+
+  // Called when the current stage's transfer is complete.
+  void advance() {
+    if (stage_ == Stage::gathering) {
+      stage_ = Stage::done;
+      return;
+    }
+    reduce_chunks_in_fp32({received_.data(), received_.size(), dtype_}, origin_.size, own_chunk_,
+                          op_);
+    if (gather_into_ == nullptr) {
+      stage_ = Stage::done;
+      return;
+    }
+    stage_ = Stage::gathering;
+    origin_.check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gather_into_,
+                                  chunks_.counts.data(), chunks_.displs.data(), MPI_UINT16_T, comm_,
+                                  &request_));
+  }
+
+  Origin origin_;
+  MPI_Comm comm_;
+  ReduceOp op_;
+  DType dtype_;
+  Buffer own_chunk_;
+  void* gather_into_;
+  Chunks chunks_;
+  std::vector<int> receive_counts_, receive_displs_;
+  std::vector<uint16_t> received_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  Stage stage_ = Stage::exchanging;
+};
+
+MPI_Datatype native_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+MPI_Op native_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() : session_(MpiSession::acquire()) {
+    // MPI_COMM_WORLD's errors stay fatal, as the program chose; this duplicate returns them.
+    Origin{"MPI_Comm_dup", 0, 0}.check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* backend_name() const override { return "mpi"; }
+
+ protected:
+  Request do_all_reduce(Buffer data, ReduceOp op) override {
+    const Origin origin = limited("all_reduce", data.count, 1);
+    if (native_type(data.dtype) == MPI_DATATYPE_NULL) {
+      Chunks chunks = balanced_chunks(data.count);
+      const auto mine = size_t(rank_);
+      auto* own = static_cast<uint16_t*>(data.data) + chunks.displs[mine];
+      const Buffer own_chunk{own, size_t(chunks.counts[mine]), data.dtype};
+      return Request(std::make_unique<SixteenBitReduction>(
+          origin, comm_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk, data.data,
+          std::move(chunks)));
+    }
+    auto request = std::make_unique<SingleRequest>(origin);
+    origin.check(MPI_Iallreduce(MPI_IN_PLACE, data.data, int(data.count), native_type(data.dtype),
+                                native_op(op), comm_, request->handle()));
+    return Request(std::move(request));
+  }
+
+  Request do_reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) override {
+    const Origin origin = limited("reduce_scatter", in.count, 1);
+    if (native_type(in.dtype) == MPI_DATATYPE_NULL) {
+      Chunks chunks;
+      for (int r = 0; r < size_; ++r) {
+        chunks.counts.push_back(int(out.count));
+        chunks.displs.push_back(r * int(out.count));
+      }
+      return Request(std::make_unique<SixteenBitReduction>(origin, comm_, op, in, out, nullptr,
+                                                           std::move(chunks)));
+    }
+    auto request = std::make_unique<SingleRequest>(origin);
+    origin.check(MPI_Ireduce_scatter_block(in.data, out.data, int(out.count), native_type(in.dtype),
+                                           native_op(op), comm_, request->handle()));
+    return Request(std::move(request));
+  }
+
+  Request do_all_gather(ConstBuffer in, Buffer out) override {
+    const size_t element_bytes = size_t(size_of(in.dtype));
+    const Origin origin = limited("all_gather", out.count, element_bytes);
+    const int bytes = int(in.count * element_bytes);
+    auto request = std::make_unique<SingleRequest>(origin);
+    origin.check(MPI_Iallgather(in.data, bytes, MPI_BYTE, out.data, bytes, MPI_BYTE, comm_,
+                                request->handle()));
+    return Request(std::move(request));
+  }
+
+  Request do_broadcast(Buffer data, int root) override {
+    const size_t element_bytes = size_t(size_of(data.dtype));
+    const Origin origin = limited("broadcast", data.count, element_bytes);
+    auto request = std::make_unique<SingleRequest>(origin);
+    origin.check(MPI_Ibcast(data.data, int(data.count * element_bytes), MPI_BYTE, root, comm_,
+                            request->handle()));
+    return Request(std::move(request));
+  }
+
+  Request do_barrier() override {
+    auto request = std::make_unique<SingleRequest>(Origin{"barrier", rank_, size_});
+    Origin{"barrier", rank_, size_}.check(MPI_Ibarrier(comm_, request->handle()));
+    return Request(std::move(request));
+  }
+
+ private:
+  // MPI counts and displacements are ints.
+  Origin limited(const char* operation, size_t count, size_t element_bytes) const {
+    MIXP_CHECK(count * element_bytes <= size_t(INT_MAX), operation, " on rank ", rank_, " of ",
+               size_, ": ", count, " elements are more than one MPI call can move (",
+               INT_MAX / element_bytes, "); split the buffer");
+    return {operation, rank_, size_};
+  }
+
+  // Rank r's share: the first (count mod size) ranks take one element more.
+  Chunks balanced_chunks(size_t count) const {
+    Chunks chunks;
+    const size_t base = count / size_t(size_), extra = count % size_t(size_);
+    size_t offset = 0;
+    for (size_t r = 0; r < size_t(size_); ++r) {
+      const size_t n = base + (r < extra ? 1 : 0);
+      chunks.counts.push_back(int(n));
+      chunks.displs.push_back(int(offset));
+      offset += n;
+    }
+    return chunks;
+  }
+
+  std::shared_ptr<MpiSession> session_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
+}
+
+}  // namespace mixp::dist
