@@ -97,6 +97,9 @@ TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
 uint64_t parse_seed(const std::string& text);
 /// Fills options.given from the parsed `command`.
 void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
+/// Throws mixp::Error when mpirun started this process as one of several: the trainer trains
+/// one process alone.
+void refuse_several_processes();
 /// mixp train: progress and the final line to `out`, the run folder to options.out.
 int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.

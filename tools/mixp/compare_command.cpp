@@ -28,6 +28,7 @@ int compare_finished_runs(const TrainCommandOptions& o, std::FILE* out) {
 }  // namespace
 
 int run_compare_command(const TrainCommandOptions& given, std::FILE* out) {
+  refuse_several_processes();
   if (!given.from.empty()) return compare_finished_runs(given, out);
   MIXP_CHECK(!given.precisions.empty(),
              "compare needs --precisions, or --from with finished run folders");

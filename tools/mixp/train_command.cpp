@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "mixp/dist/communicator.h"
 #include "mixp/error.h"
 #include "mixp/train/progress.h"
 #include "mixp/train/run.h"
@@ -448,7 +449,16 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
 
 }  // namespace
 
+void refuse_several_processes() {
+  const dist::Launch launch = dist::launch_from_environment();
+  MIXP_CHECK(launch.world_size <= 1, "this process is rank ", launch.rank, " of ",
+             launch.world_size,
+             " started by mpirun, and mixp's trainer does not train across processes yet: each "
+             "rank would train alone. Run mixp train as one process");
+}
+
 int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
+  refuse_several_processes();
   train::RunConfig c;
   if (!o.resume.empty()) {
     c = train::resume_config(
