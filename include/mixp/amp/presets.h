@@ -91,5 +91,10 @@ struct Preset {
 std::span<const Preset> all_presets();
 /// The preset named `name`; throws mixp::Error listing the known names otherwise.
 const Preset& preset(std::string_view name);
+/// The preset named `name` with its MX block scales rounded by `rounding`; a preset whose
+/// recipe has no MX scales comes back as preset(name).
+///
+///   amp::Preset p = amp::preset("mxfp8", amp::MxScaleRounding::up);
+Preset preset(std::string_view name, MxScaleRounding rounding);
 
 }  // namespace mixp::amp
