@@ -20,9 +20,7 @@ kernels::MxRounding kernel_rounding(MxScaleRounding rounding) {
 
 }  // namespace
 
-const char* name_of(Fp4Scaling scaling) {
-  return scaling == Fp4Scaling::nvfp4 ? "nvfp4" : "mxfp4";
-}
+const char* name_of(Fp4Scaling scaling) { return scaling == Fp4Scaling::nvfp4 ? "nvfp4" : "mxfp4"; }
 
 int64_t Fp4Tensor::block_size() const { return kernels::fp4_block(kind_of(scaling)); }
 

@@ -300,7 +300,8 @@ InspectResult run_inspect(const InspectOptions& options) {
   std::optional<TrainedModel> trained;
   if (!options.from.empty()) trained = load_trained_model(options.from);
   RunConfig run = trained ? trained_run_config(*trained, options.run.train) : options.run;
-  if (trained && options.mx_scale_rounding) run.train.mx_scale_rounding = *options.mx_scale_rounding;
+  if (trained && options.mx_scale_rounding)
+    run.train.mx_scale_rounding = *options.mx_scale_rounding;
   run.train.out_dir.clear();
   run.train.checkpoint_every = 0;
   run.train.resume = false;

@@ -140,9 +140,7 @@ TrainedModel load_trained_model(const std::string& path) {
 
 Inference::Inference(nn::Model& model, const std::string& precision,
                      amp::MxScaleRounding mx_rounding)
-    : model_(model),
-      preset_(amp::preset(precision, mx_rounding)),
-      fp8_(preset_.make_fp8_state()) {}
+    : model_(model), preset_(amp::preset(precision, mx_rounding)), fp8_(preset_.make_fp8_state()) {}
 
 void Inference::cast_parameters() {
   std::vector<Tensor> values;

@@ -114,7 +114,8 @@ TEST(MxScaleRounding, UpNeverSaturatesAndFloorDoes) {
       kernels::fp8_quantize_mx_reference(x.data(), rows, cols, d, q.data(), codes.data(), rule);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c) {
-          const float scaled = x[size_t(r * cols + c)] / amp::e8m0_value(codes[size_t(r * nb + c / 32)]);
+          const float scaled =
+              x[size_t(r * cols + c)] / amp::e8m0_value(codes[size_t(r * nb + c / 32)]);
           *count += std::fabs(scaled) > max ? 1 : 0;
         }
     }
@@ -159,8 +160,7 @@ TEST(MxScaleRounding, TheTensorQuantizerAndThePresetCarryTheRule) {
   EXPECT_EQ(floor_back[0], double(std::ldexp(448.0f, -20)));
   EXPECT_EQ(up_back, x.to_vector());
 
-  EXPECT_EQ(amp::preset("mxfp8", MxScaleRounding::up).fp8->mx_scale_rounding,
-            MxScaleRounding::up);
+  EXPECT_EQ(amp::preset("mxfp8", MxScaleRounding::up).fp8->mx_scale_rounding, MxScaleRounding::up);
   EXPECT_EQ(amp::preset("mxfp8", MxScaleRounding::floor).fp8->mx_scale_rounding,
             MxScaleRounding::floor);
   EXPECT_EQ(amp::preset("mxfp8").fp8->mx_scale_rounding, amp::kDefaultMxScaleRounding);

@@ -129,8 +129,13 @@ TEST(Fp4Elements, StochasticOnTheRangeWithHeldOutWords) {
   // 1.25 lies a half-gap above 1: threshold 2^31; 0.3 rounds with a threshold that is not an
   // integer. Words at and around the threshold, computed here in double.
   for (float v : {1.25f, 0.3f, 4.5f, 2.75f, 0.0078125f}) {
-    const double lo = v < 0.5 ? 0.0 : v < 1 ? 0.5 : v < 1.5 ? 1.0 : v < 2 ? 1.5 : v < 3 ? 2.0
-                                              : v < 4 ? 3.0 : 4.0;
+    const double lo = v < 0.5   ? 0.0
+                      : v < 1   ? 0.5
+                      : v < 1.5 ? 1.0
+                      : v < 2   ? 1.5
+                      : v < 3   ? 2.0
+                      : v < 4   ? 3.0
+                                : 4.0;
     const double gap = v < 2 ? 0.5 : v < 4 ? 1.0 : 2.0;
     const double t = std::floor((double(v) - lo) / gap * 4294967296.0);
     for (double d = -2; d <= 2; ++d) {
@@ -187,8 +192,8 @@ TEST(Fp4Scales, E4m3BlockScaleRoundingAndSaturation) {
   for (float s : {1.0f, amp::nvfp4_tensor_scale(3.7f), amp::nvfp4_tensor_scale(1e-30f), FLT_MAX})
     for (uint32_t bits = 0; bits < 0x7F800000u; bits += 997) {
       const float amax = std::bit_cast<float>(bits);
-      const uint32_t want = encode(e4m3, amax / 6.0f * s, Rounding::nearest_even,
-                                   Overflow::saturate);
+      const uint32_t want =
+          encode(e4m3, amax / 6.0f * s, Rounding::nearest_even, Overflow::saturate);
       bad += amp::nvfp4_block_scale_code(amax, s) != want ? 1 : 0;
     }
   EXPECT_EQ(bad, 0);
@@ -259,7 +264,8 @@ TEST(Fp4Scales, ZeroAndSubnormalBlocks) {
   const Tensor tiny = from_values(std::vector<double>(v.begin() + 2 * cols, v.end()), {1, cols});
   const amp::Fp4Tensor q = amp::quantize_fp4(tiny, amp::Fp4Scaling::nvfp4);
   EXPECT_EQ(q.tensor_scale, amp::nvfp4_tensor_scale(q.amax));
-  EXPECT_EQ(q.block_scales.to_vector()[0], double(amp::nvfp4_block_scale_code(q.amax, q.tensor_scale)));
+  EXPECT_EQ(q.block_scales.to_vector()[0],
+            double(amp::nvfp4_block_scale_code(q.amax, q.tensor_scale)));
 }
 
 TEST(Fp4Scales, NonFiniteBlocksCarryANanScale) {
@@ -290,8 +296,15 @@ TEST(Fp4Kernels, FastMatchesReferenceOnOddSizes) {
   std::mt19937 gen(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   int64_t mismatches = 0, compared = 0;
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 15}, {5, 17}, {7, 33},
-                            {2, 63}, {9, 100}, {4, 257}, {33, 48}, {301, 129}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {3, 15},
+                            {5, 17},
+                            {7, 33},
+                            {2, 63},
+                            {9, 100},
+                            {4, 257},
+                            {33, 48},
+                            {301, 129}}) {
     std::vector<float> x(size_t(rows * cols));
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(normal(gen), int(i % 23) - 11);
     for (Fp4Kind kind : {Fp4Kind::nvfp4, Fp4Kind::mxfp4})
@@ -299,11 +312,12 @@ TEST(Fp4Kernels, FastMatchesReferenceOnOddSizes) {
         for (auto rule : {kernels::MxRounding::floor, kernels::MxRounding::up}) {
           float amax = 0.0f;
           for (float e : x) amax = std::max(amax, std::fabs(e));
-          const Fp4Params p{.kind = kind,
-                            .tensor_scale = kind == Fp4Kind::nvfp4 ? kernels::nvfp4_tensor_scale(amax) : 1.0f,
-                            .mx_rounding = rule,
-                            .stochastic = stochastic,
-                            .philox = {.seed = 3, .stream = 1, .offset = 17}};
+          const Fp4Params p{
+              .kind = kind,
+              .tensor_scale = kind == Fp4Kind::nvfp4 ? kernels::nvfp4_tensor_scale(amax) : 1.0f,
+              .mx_rounding = rule,
+              .stochastic = stochastic,
+              .philox = {.seed = 3, .stream = 1, .offset = 17}};
           const int64_t nb = (cols + kernels::fp4_block(kind) - 1) / kernels::fp4_block(kind);
           std::vector<uint8_t> qr(size_t(rows * ((cols + 1) / 2))), sr(size_t(rows * nb));
           kernels::fp4_quantize_reference(x.data(), rows, cols, p, qr.data(), sr.data());

@@ -42,9 +42,9 @@ void add_inspect_flags(CLI::App& command, InspectCommandOptions& o) {
   command.add_option("--heads", t.heads, "as for mixp train");
   command.add_option("--width", t.width, "as for mixp train");
   command.add_option("--context", t.context, "as for mixp train");
-  add_mx_scale_rounding_flag(command, t.mx_scale_rounding,
-                             std::string(amp::name_of(amp::kDefaultMxScaleRounding)) +
-                                 " (with --from: the run's own)");
+  add_mx_scale_rounding_flag(
+      command, t.mx_scale_rounding,
+      std::string(amp::name_of(amp::kDefaultMxScaleRounding)) + " (with --from: the run's own)");
 }
 
 namespace {

@@ -26,7 +26,8 @@ void add_mx_scale_rounding_flag(CLI::App& command, std::string& value,
       .add_option("--mx-scale-rounding", value,
                   "how mxfp8 rounds its E8M0 block scales: floor (the OCP rule: a block's "
                   "largest values may saturate) or up (NVIDIA's MXFP8 recipe: none saturates); "
-                  "default: " + default_text)
+                  "default: " +
+                      default_text)
       ->check(CLI::IsMember({"floor", "up"}));
 }
 
@@ -200,7 +201,8 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                   "the dtype of AdamW's moments: f32, or bf16 (rounded stochastically: half "
                   "the bytes). Default: bf16 under the bf16 and bf16-sr presets, else f32")
       ->check(CLI::IsMember({"f32", "bf16"}));
-  add_mx_scale_rounding_flag(command, o.mx_scale_rounding, amp::name_of(amp::kDefaultMxScaleRounding));
+  add_mx_scale_rounding_flag(command, o.mx_scale_rounding,
+                             amp::name_of(amp::kDefaultMxScaleRounding));
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =

@@ -58,17 +58,17 @@ const char* name_of(Fp4Scaling scaling);
 
 struct Fp4Options {
   Fp4Rounding rounding = Fp4Rounding::nearest_even;
-  PhiloxState philox{};  ///< the stream of stochastic rounding
+  PhiloxState philox{};                                  ///< the stream of stochastic rounding
   MxScaleRounding mx_rounding = MxScaleRounding::floor;  ///< mxfp4's E8M0 rule
 };
 
 /// A tensor in FP4: packed E2M1 codes with their block scales.
 struct Fp4Tensor {
   Fp4Scaling scaling = Fp4Scaling::nvfp4;
-  Shape shape;              ///< of the source
+  Shape shape;  ///< of the source
   int64_t rows = 0, cols = 0;
-  Tensor data;              ///< u8 [rows, ceil(cols / 2)]: element 2j bits 0-3, 2j + 1 bits 4-7
-  Tensor block_scales;      ///< u8 [rows, ceil(cols / block)]: E4M3 (nvfp4) or E8M0 (mxfp4)
+  Tensor data;                ///< u8 [rows, ceil(cols / 2)]: element 2j bits 0-3, 2j + 1 bits 4-7
+  Tensor block_scales;        ///< u8 [rows, ceil(cols / block)]: E4M3 (nvfp4) or E8M0 (mxfp4)
   float tensor_scale = 1.0f;  ///< nvfp4: S_enc; mxfp4: 1
   float amax = 0.0f;          ///< max |x| of the source (NaN if it held a NaN)
 

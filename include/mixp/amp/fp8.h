@@ -135,8 +135,7 @@ int mx_emax(DType element);
 /// The E8M0 code of a block's shared scale, from its amax (see the rules above): 0xFF for a
 /// NaN or infinite amax, code 0 for amax 0, else clamp(e, -127, 127) + 127 with e by `rounding`:
 /// floor(log2(amax)) - emax, or (up) the smallest e with amax <= fp8_max(element) * 2^e.
-uint8_t mx_scale_code(float amax, DType element,
-                      MxScaleRounding rounding = MxScaleRounding::floor);
+uint8_t mx_scale_code(float amax, DType element, MxScaleRounding rounding = MxScaleRounding::floor);
 /// The value of an E8M0 code: 2^(code - 127); NaN for 0xFF.
 float e8m0_value(uint8_t code);
 

@@ -53,10 +53,10 @@ void e2m1_encode_stochastic(const float* y, const uint32_t* random, int64_t n, f
                             uint8_t* packed) {
   const __m512 s = _mm512_set1_ps(scale);
   // Indexed by the code below: its value, and the gap to the next value.
-  const __m512 value = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, 0, 0, 0, 0,
-                                      0, 0, 0, 0);
-  const __m512 gap = _mm512_setr_ps(0.5f, 0.5f, 0.5f, 0.5f, 1.0f, 1.0f, 2.0f, 2.0f, 1, 1, 1, 1,
-                                    1, 1, 1, 1);
+  const __m512 value =
+      _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 gap =
+      _mm512_setr_ps(0.5f, 0.5f, 0.5f, 0.5f, 1.0f, 1.0f, 2.0f, 2.0f, 1, 1, 1, 1, 1, 1, 1, 1);
   for (int64_t i = 0; i + 16 <= n; i += 16) {
     __m512 a;
     __m512i sign;
