@@ -59,7 +59,7 @@ void fp4_quantize_fast(const float* x, int64_t rows, int64_t cols, const Fp4Para
             bool special = false;
             for (int64_t j = j0; j < j0 + len; ++j) {
               const float a = std::fabs(xr[j]);
-              special |= !(a <= 3.402823466e38f);  // NaN or infinity
+              special |= !std::isfinite(a);
               amax = a > amax ? a : amax;
             }
             uint8_t code;
