@@ -30,6 +30,7 @@
 #pragma once
 
 #include "mixp/amp/autocast.h"
+#include "mixp/amp/fp4.h"
 #include "mixp/amp/fp8.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/autograd.h"

@@ -115,6 +115,12 @@ Autocast Preset::autocast() const {
   return Autocast(compute_dtype.value_or(DType::bf16), compute_dtype.has_value());
 }
 
+Preset preset(std::string_view name, MxScaleRounding rounding) {
+  Preset p = preset(name);
+  if (p.fp8) p.fp8->mx_scale_rounding = rounding;
+  return p;
+}
+
 std::unique_ptr<Fp8State> Preset::make_fp8_state() const {
   return fp8 ? std::make_unique<Fp8State>(*fp8) : nullptr;
 }

@@ -104,8 +104,8 @@ Fp8Tensor Fp8State::cached_weight(const Tensor& weight, Fp8Meta& meta, bool reco
   }
   MIXP_CHECK(weight.ndim() == 2, "FP8: a weight must be 2-D, got ", weight.shape().to_string());
   NoGradGuard no_grad;
-  Fp8Tensor q =
-      quantize(weight, fp8_dtype(recipe_.format, Fp8Role::weight), recipe_.scaling, meta.scale);
+  Fp8Tensor q = quantize(weight, fp8_dtype(recipe_.format, Fp8Role::weight), recipe_.scaling,
+                         meta.scale, recipe_.mx_scale_rounding);
   if (record) meta.record(q.amax);
   CachedWeight entry;
   entry.source = weight.impl_ptr();

@@ -26,6 +26,16 @@ const char* name_of(Fp8Scaling scaling) {
   return "?";
 }
 
+const char* name_of(MxScaleRounding rounding) {
+  return rounding == MxScaleRounding::up ? "up" : "floor";
+}
+
+MxScaleRounding parse_mx_scale_rounding(std::string_view name) {
+  MIXP_CHECK(name == "floor" || name == "up", "the MX scale rounding must be floor or up, got '",
+             name, "'");
+  return name == "up" ? MxScaleRounding::up : MxScaleRounding::floor;
+}
+
 DType fp8_dtype(Fp8Format format, Fp8Role role) {
   return format == Fp8Format::hybrid && role == Fp8Role::gradient ? DType::e5m2 : DType::e4m3;
 }
@@ -58,7 +68,15 @@ float current_scale(float amax, float max, int margin) {
 
 int mx_emax(DType element) { return kernels::mx_emax(element); }
 
-uint8_t mx_scale_code(float amax, DType element) { return kernels::mx_scale_code(amax, element); }
+namespace {
+kernels::MxRounding kernel_rounding(MxScaleRounding rounding) {
+  return rounding == MxScaleRounding::up ? kernels::MxRounding::up : kernels::MxRounding::floor;
+}
+}  // namespace
+
+uint8_t mx_scale_code(float amax, DType element, MxScaleRounding rounding) {
+  return kernels::mx_scale_code(amax, element, kernel_rounding(rounding));
+}
 
 float e8m0_value(uint8_t code) { return kernels::e8m0_value(code); }
 
@@ -110,7 +128,8 @@ Tensor Fp8Tensor::dequantize() const {
   return out;
 }
 
-Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scale) {
+Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scale,
+                   MxScaleRounding mx_rounding) {
   const Dims3 d = dims_of(x_in, "quantize");
   MIXP_CHECK(x_in.dtype() == DType::f32 || x_in.dtype() == DType::bf16,
              "quantize: the input must be f32 or bf16, got ", name_of(x_in.dtype()));
@@ -149,9 +168,11 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
       q.block_scales = empty({d.batch * d.rows, nb}, DType::u8);
       uint8_t* codes = q.block_scales.data<uint8_t>();
       if (ref)
-        kernels::fp8_quantize_mx_reference(xs, d.batch * d.rows, d.cols, fp8, qs, codes);
+        kernels::fp8_quantize_mx_reference(xs, d.batch * d.rows, d.cols, fp8, qs, codes,
+                                           kernel_rounding(mx_rounding));
       else
-        kernels::fp8_quantize_mx_fast(xs, d.batch * d.rows, d.cols, fp8, qs, codes);
+        kernels::fp8_quantize_mx_fast(xs, d.batch * d.rows, d.cols, fp8, qs, codes,
+                                      kernel_rounding(mx_rounding));
       break;
     }
     case Fp8Scaling::block_1x128:

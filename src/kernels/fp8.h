@@ -20,8 +20,15 @@ float scale_from_amax(float amax, float fp8_max, int margin, float previous);
 float current_scale(float amax, float fp8_max, int margin = 0);
 /// amp::mx_emax: 8 for e4m3, 15 for e5m2; mixp::Error for another dtype.
 int mx_emax(DType element);
-/// amp::mx_scale_code: the E8M0 code of an MX block's scale from its amax.
-uint8_t mx_scale_code(float amax, DType element);
+/// How an MX block's E8M0 scale is rounded (amp::MxScaleRounding, same values).
+enum class MxRounding : uint8_t { floor = 0, up = 1 };
+/// The E8M0 code of a power-of-two scale 2^e for a block of `amax` whose element format has
+/// largest exponent `emax` and largest value `max`: floor: e = floor(log2(amax)) - emax (OCP);
+/// up: the smallest e with amax <= max * 2^e, so no element saturates. e is clamped to
+/// [-127, 127]; 0xFF for a NaN or infinite amax, code 0 for amax 0.
+uint8_t e8m0_scale_code(float amax, int emax, float max, MxRounding rounding);
+/// amp::mx_scale_code: e8m0_scale_code with the fp8 element's emax and fp8_max.
+uint8_t mx_scale_code(float amax, DType element, MxRounding rounding = MxRounding::floor);
 /// amp::e8m0_value: 2^(code - 127); NaN for 0xFF.
 float e8m0_value(uint8_t code);
 
@@ -34,11 +41,11 @@ void fp8_scale_fast(const float* x, int64_t n, DType fp8, float scale, uint8_t* 
 void fp8_scale_reference(const float* x, int64_t n, DType fp8, float scale, uint8_t* q);
 
 /// MXFP8 on a [rows, cols] matrix: blocks of 32 along cols (the last one may be shorter), one
-/// E8M0 code per block in codes [rows, ceil(cols / 32)].
+/// E8M0 code per block in codes [rows, ceil(cols / 32)], rounded by `rounding`.
 void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
-                          uint8_t* codes);
+                          uint8_t* codes, MxRounding rounding = MxRounding::floor);
 void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
-                               uint8_t* codes);
+                               uint8_t* codes, MxRounding rounding = MxRounding::floor);
 
 /// Per-block current scaling of `batch` matrices [rows, cols] in tiles of block_rows x 128 (edge
 /// tiles smaller); scale_inv [batch, ceil(rows / block_rows), ceil(cols / 128)].

@@ -40,14 +40,23 @@ int mx_emax(DType element) {
   return element == DType::e4m3 ? 8 : 15;
 }
 
-uint8_t mx_scale_code(float amax, DType element) {
-  const int emax = mx_emax(element);
+uint8_t e8m0_scale_code(float amax, int emax, float max, MxRounding rounding) {
   if (!std::isfinite(amax)) return 0xFF;
   const float a = std::fabs(amax);
   if (a == 0.0f) return 0;  // the smallest scale; the block's elements are all zero
   // floor(log2(a)) exactly, from the fp32 exponent (ilogb also handles subnormals).
-  const int shared = std::clamp(std::ilogb(a) - emax, -127, 127);
-  return uint8_t(shared + 127);
+  int shared = std::ilogb(a) - emax;
+  // Rounding up: max * 2^shared has a's exponent and max's significand (1.75 for E4M3 and
+  // E2M1), so the smallest e with a <= max * 2^e is shared or shared + 1. The comparison is
+  // exact in double, where max * 2^shared neither overflows nor underflows. This is the exact
+  // ceil(log2(a / max)); Transformer Engine rounds the fp32 quotient a / max up instead, which
+  // can differ only when that quotient rounds onto a power of two.
+  if (rounding == MxRounding::up && double(a) > std::ldexp(double(max), shared)) ++shared;
+  return uint8_t(std::clamp(shared, -127, 127) + 127);
+}
+
+uint8_t mx_scale_code(float amax, DType element, MxRounding rounding) {
+  return e8m0_scale_code(amax, mx_emax(element), fp8_max(element), rounding);
 }
 
 float e8m0_value(uint8_t code) {

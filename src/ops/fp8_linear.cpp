@@ -115,28 +115,29 @@ struct Fp8LinearBackward : autograd::Node {
     const DType xdt = amp::fp8_dtype(recipe.format, amp::Fp8Role::input);
     const DType wdt = amp::fp8_dtype(recipe.format, amp::Fp8Role::weight);
     amp::Fp8Meta& gmeta = site->metas[2];
+    const amp::MxScaleRounding mx = recipe.mx_scale_rounding;
     NoGradGuard no_grad;
     Tensor g = grads[0].reshape({rows, out});
     if (g.dtype() != DType::f32 && g.dtype() != DType::bf16) g = g.to(DType::f32);
     Tensor dx, dw, db;
-    const amp::Fp8Tensor qg = amp::quantize(g, gdt, act, gmeta.scale);
+    const amp::Fp8Tensor qg = amp::quantize(g, gdt, act, gmeta.scale, mx);
     gmeta.record(qg.amax);
     if (next[0].node) {
       const amp::Fp8Tensor qwt =
           per_tensor(recipe.scaling)
               ? transposed_codes(qw)
-              : amp::quantize(transpose_last2(wv), wdt, recipe.scaling, w_scale);
+              : amp::quantize(transpose_last2(wv), wdt, recipe.scaling, w_scale, mx);
       dx = amp::fp8_gemm(qg, qwt).view(xv.shape());
       if (dx.dtype() != xv.dtype()) dx = dx.to(xv.dtype());
     }
     if (next[1].node) {
       const amp::Fp8Tensor qgt = per_tensor(recipe.scaling)
                                      ? transposed_codes(qg)
-                                     : amp::quantize(transpose_last2(g), gdt, act, gmeta.scale);
+                                     : amp::quantize(transpose_last2(g), gdt, act, gmeta.scale, mx);
       const amp::Fp8Tensor qxt =
           per_tensor(recipe.scaling)
               ? transposed_codes(qx)
-              : amp::quantize(transpose_last2(xv.reshape({rows, in})), xdt, act, x_scale);
+              : amp::quantize(transpose_last2(xv.reshape({rows, in})), xdt, act, x_scale, mx);
       dw = amp::fp8_gemm(qgt, qxt);
       if (dw.dtype() != wv.dtype()) dw = dw.to(wv.dtype());
     }
@@ -189,7 +190,7 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   {
     NoGradGuard no_grad;
     qx = amp::quantize(x.reshape({rows, in}), amp::fp8_dtype(recipe.format, amp::Fp8Role::input),
-                       activation_scaling(recipe.scaling), x_scale);
+                       activation_scaling(recipe.scaling), x_scale, recipe.mx_scale_rounding);
     if (record) xmeta.record(qx.amax);
     qw = state.cached_weight(weight, wmeta, record);
     std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());

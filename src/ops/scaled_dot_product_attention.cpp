@@ -400,8 +400,9 @@ struct Fp8Quantizer {
   amp::Fp8Tensor operator()(const Tensor& t, Fp8Slot slot, bool record_amax) const {
     amp::Fp8Meta& meta = site->metas[size_t(slot)];
     const float scale = slot >= slot_do ? meta.scale : scales[slot];
-    const amp::Fp8Tensor q = amp::quantize(t, amp::fp8_dtype(recipe.format, meta.role),
-                                           detail::activation_scaling(recipe.scaling), scale);
+    const amp::Fp8Tensor q =
+        amp::quantize(t, amp::fp8_dtype(recipe.format, meta.role),
+                      detail::activation_scaling(recipe.scaling), scale, recipe.mx_scale_rounding);
     if (record_amax && record) meta.record(q.amax);
     return q;
   }

@@ -151,18 +151,21 @@ std::optional<StateDict> saved_fp8_state(const TrainedModel& t) {
 }
 
 EvalRow evaluate_under(const std::string& path, const std::string& precision, const EvalData& d,
-                       int64_t step) {
+                       int64_t step, std::optional<amp::MxScaleRounding> mx_rounding) {
   EvalRow row{.precision = precision, .metrics = std::nullopt, .error = {}};
   try {
     TrainedModel t = load_trained_model(path);
-    Inference inference(*t.model, precision);
+    const amp::MxScaleRounding rounding = mx_rounding.value_or(t.config.train.mx_scale_rounding);
+    Inference inference(*t.model, precision, rounding);
     inference.cast_parameters();
     BuiltinModel model(std::move(t.model));
     EvalSource source(d);
-    const amp::Preset& preset = amp::preset(precision);
+    const amp::Preset preset = amp::preset(precision, rounding);
     const std::unique_ptr<amp::Fp8State> fp8 = preset.make_fp8_state();
     std::optional<StateDict> saved;
-    if (fp8 && precision == t.config.train.precision) saved = saved_fp8_state(t);
+    if (fp8 && precision == t.config.train.precision &&
+        rounding == t.config.train.mx_scale_rounding)
+      saved = saved_fp8_state(t);
     if (saved)
       fp8->load_state_dict(*saved);
     else if (fp8)
@@ -201,7 +204,7 @@ EvalReport evaluate_trained(const std::string& path, const EvalRequest& request)
                     .predictions = d.predictions,
                     .rows = {}};
   for (const std::string& precision : precisions)
-    report.rows.push_back(evaluate_under(path, precision, d, t.step));
+    report.rows.push_back(evaluate_under(path, precision, d, t.step, request.mx_scale_rounding));
   return report;
 }
 

@@ -300,12 +300,14 @@ InspectResult run_inspect(const InspectOptions& options) {
   std::optional<TrainedModel> trained;
   if (!options.from.empty()) trained = load_trained_model(options.from);
   RunConfig run = trained ? trained_run_config(*trained, options.run.train) : options.run;
+  if (trained && options.mx_scale_rounding)
+    run.train.mx_scale_rounding = *options.mx_scale_rounding;
   run.train.out_dir.clear();
   run.train.checkpoint_every = 0;
   run.train.resume = false;
   const bool training = run.train.steps > 0;
   if (!training) run.train.steps = 1;  // prepare_run wants a run; none is trained
-  const amp::Preset& preset = amp::preset(run.train.precision);
+  const amp::Preset preset = amp::preset(run.train.precision, run.train.mx_scale_rounding);
   PreparedRun prepared = prepare_run(run);
   TrainModel& model = *prepared.inputs.model;
   DataSource& data = *prepared.inputs.data;

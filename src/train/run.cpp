@@ -345,6 +345,7 @@ nlohmann::json train_json(const TrainOptions& t) {
   const OptimizerConfig& o = t.optimizer;
   return {{"precision", t.precision},
           {"optimizer_state", name_of(optimizer_state_dtype(t))},
+          {"mx_scale_rounding", amp::name_of(t.mx_scale_rounding)},
           {"epochs", t.epochs},
           {"steps", t.steps},
           {"lr", optional_json(t.lr)},
@@ -383,6 +384,8 @@ nlohmann::json train_json(const TrainOptions& t) {
 void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   c.precision = t.at("precision").get<std::string>();
   c.optimizer_state = t.value("optimizer_state", std::string("f32"));
+  c.mx_scale_rounding = amp::parse_mx_scale_rounding(
+      t.value("mx_scale_rounding", std::string(amp::name_of(amp::kLegacyMxScaleRounding))));
   c.epochs = t.at("epochs").get<int64_t>();
   c.steps = t.at("steps").get<int64_t>();
   if (!t.at("lr").is_null()) c.lr = t.at("lr").get<double>();

@@ -138,8 +138,9 @@ TrainedModel load_trained_model(const std::string& path) {
   return t;
 }
 
-Inference::Inference(nn::Model& model, const std::string& precision)
-    : model_(model), preset_(amp::preset(precision)), fp8_(preset_.make_fp8_state()) {}
+Inference::Inference(nn::Model& model, const std::string& precision,
+                     amp::MxScaleRounding mx_rounding)
+    : model_(model), preset_(amp::preset(precision, mx_rounding)), fp8_(preset_.make_fp8_state()) {}
 
 void Inference::cast_parameters() {
   std::vector<Tensor> values;

@@ -102,7 +102,7 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
     : model_(model),
       data_(data),
       o_(o),
-      preset_(amp::preset(o.precision)),
+      preset_(amp::preset(o.precision, o.mx_scale_rounding)),
       state_dtype_(optimizer_state_dtype(o)),
       fp8_(preset_.make_fp8_state()),
       task_(model.task()),

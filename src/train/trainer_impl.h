@@ -79,7 +79,7 @@ class Trainer {
   TrainModel& model_;
   DataSource& data_;
   const TrainOptions& o_;
-  const amp::Preset& preset_;
+  const amp::Preset preset_;
   const DType state_dtype_;
   const std::unique_ptr<amp::Fp8State> fp8_;
   const nn::Task task_;

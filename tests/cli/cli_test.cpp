@@ -501,6 +501,35 @@ TEST_F(Cli, OptimizerStateChoosesTheMomentsAndIsPartOfTheRun) {
   EXPECT_EQ(same.status, 0) << same.err;
 }
 
+// --mx-scale-rounding is part of the run: stored in run.json (up by default), kept by a resumed
+// run, which refuses the other rule, and taken by eval, which refuses an unknown one.
+TEST_F(Cli, MxScaleRoundingIsPartOfTheRun) {
+  auto train = [&](const std::string& flags, const fs::path& out) {
+    const CliResult r = mixp(
+        "train --model deep-mlp --precision mxfp8 --steps 2 "
+        "--checkpoint-every 2 " +
+        flags + " --out '" + out.string() + "'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return slurp(out / "run.json");
+  };
+  EXPECT_NE(train("", dir_ / "up").find("\"mx_scale_rounding\": \"up\""), std::string::npos);
+  EXPECT_NE(
+      train("--mx-scale-rounding floor", dir_ / "floor").find("\"mx_scale_rounding\": \"floor\""),
+      std::string::npos);
+  const CliResult other =
+      mixp("train --resume '" + (dir_ / "floor").string() + "' --mx-scale-rounding up");
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("--mx-scale-rounding up differs from the run's floor"),
+            std::string::npos)
+      << other.err;
+  const CliResult eval =
+      mixp("eval '" + (dir_ / "floor").string() + "' --mx-scale-rounding up --precision mxfp8");
+  EXPECT_EQ(eval.status, 0) << eval.err;
+  const CliResult bad = mixp("eval '" + (dir_ / "floor").string() + "' --mx-scale-rounding ceil");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--mx-scale-rounding"), std::string::npos) << bad.err;
+}
+
 // --underflow-growth reaches GradScalerOptions::underflow_fraction: on the deep narrow model,
 // whose gradients flush in fp16 even at 2^16, the scale grows (until the counted weight
 // gradients flush less than the fraction), while the fixed interval of 2000 steps leaves it

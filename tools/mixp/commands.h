@@ -47,6 +47,8 @@ struct TrainCommandOptions {
   std::string precision = "fp32";
   std::string precisions;       ///< compare: a comma-separated list of presets
   std::string optimizer_state;  ///< "f32" or "bf16"; empty: each preset's
+  /// "floor" or "up"; empty: mixp's default (--resume: the run's)
+  std::string mx_scale_rounding;
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps;
   int64_t batch = 0;  ///< 0: the model's default
@@ -91,6 +93,9 @@ struct TrainCommandOptions {
 /// Adds the flags shared by train and compare to `command` (compare: --precisions instead of
 /// --precision).
 void add_train_flags(CLI::App& command, TrainCommandOptions& options, bool compare);
+/// --mx-scale-rounding floor|up into `value`; `default_text` says what leaving it out means.
+void add_mx_scale_rounding_flag(CLI::App& command, std::string& value,
+                                const std::string& default_text);
 /// With --init-from: the model and the shape flags not given become the trained model's.
 TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
 /// --seed's text as a seed: an integer from 0 to 2^64 - 1, else mixp::Error.
@@ -117,6 +122,8 @@ struct EvalCommandOptions {
   int64_t batch = 0;       ///< 0: the run's
   int threads = 0;         ///< 0: the run's, else all
   bool json = false;       ///< JSON instead of the table
+  /// "floor" or "up"; empty: the run's own
+  std::string mx_scale_rounding;
 };
 void add_eval_flags(CLI::App& command, EvalCommandOptions& options);
 int run_eval_command(const EvalCommandOptions& options, std::FILE* out);

@@ -38,6 +38,7 @@ void add_eval_flags(CLI::App& command, EvalCommandOptions& o) {
   command.add_option("--threads", o.threads, "compute threads (default: the run's, else all)")
       ->check(CLI::Range(1, 1 << 16));
   command.add_flag("--json", o.json, "print the report as JSON instead of a table");
+  add_mx_scale_rounding_flag(command, o.mx_scale_rounding, "the run's own");
 }
 
 int run_eval_command(const EvalCommandOptions& o, std::FILE* out) {
@@ -45,6 +46,8 @@ int run_eval_command(const EvalCommandOptions& o, std::FILE* out) {
       .data = o.data, .precisions = {}, .batch = o.batch, .threads = o.threads};
   if (!o.precision.empty()) request.precisions = {o.precision};
   if (!o.precisions.empty()) request.precisions = parse_precisions(o.precisions, "--precisions");
+  if (!o.mx_scale_rounding.empty())
+    request.mx_scale_rounding = amp::parse_mx_scale_rounding(o.mx_scale_rounding);
   const train::EvalReport report = train::evaluate_trained(o.path, request);
   std::fputs((o.json ? train::eval_json(report) : train::eval_table(report)).c_str(), out);
   std::fflush(out);

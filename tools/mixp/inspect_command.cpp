@@ -42,6 +42,9 @@ void add_inspect_flags(CLI::App& command, InspectCommandOptions& o) {
   command.add_option("--heads", t.heads, "as for mixp train");
   command.add_option("--width", t.width, "as for mixp train");
   command.add_option("--context", t.context, "as for mixp train");
+  add_mx_scale_rounding_flag(
+      command, t.mx_scale_rounding,
+      std::string(amp::name_of(amp::kDefaultMxScaleRounding)) + " (with --from: the run's own)");
 }
 
 namespace {
@@ -61,6 +64,8 @@ train::InspectOptions trained_model_options(const InspectCommandOptions& o, int6
   options.run.train.precision = given(o.train, "--precision") ? o.train.precision : "";
   options.run.train.steps = steps;
   options.run.train.threads = o.train.threads;
+  if (!o.train.mx_scale_rounding.empty())
+    options.mx_scale_rounding = amp::parse_mx_scale_rounding(o.train.mx_scale_rounding);
   return options;
 }
 

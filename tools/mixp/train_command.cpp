@@ -20,6 +20,18 @@
 #include "signals.h"
 
 namespace mixp::cli {
+
+void add_mx_scale_rounding_flag(CLI::App& command, std::string& value,
+                                const std::string& default_text) {
+  command
+      .add_option("--mx-scale-rounding", value,
+                  "how mxfp8 rounds its E8M0 block scales: floor (the OCP rule: a block's "
+                  "largest values may saturate) or up (NVIDIA's MXFP8 recipe: none saturates); "
+                  "default: " +
+                      default_text)
+      ->check(CLI::IsMember({"floor", "up"}));
+}
+
 namespace {
 
 void add_optimizer_flags(CLI::App& command, TrainCommandOptions& o) {
@@ -190,6 +202,8 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
                   "the dtype of AdamW's moments: f32, or bf16 (rounded stochastically: half "
                   "the bytes). Default: bf16 under the bf16 and bf16-sr presets, else f32")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  add_mx_scale_rounding_flag(command, o.mx_scale_rounding,
+                             amp::name_of(amp::kDefaultMxScaleRounding));
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =
@@ -298,6 +312,8 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.batch = o.batch;
   c.train.precision = o.precision;
   c.train.optimizer_state = o.optimizer_state;
+  if (!o.mx_scale_rounding.empty())
+    c.train.mx_scale_rounding = amp::parse_mx_scale_rounding(o.mx_scale_rounding);
   c.train.epochs = o.epochs.value_or(1);
   c.train.steps = o.steps.value_or(0);
   c.train.lr = o.lr;
@@ -385,6 +401,7 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
        absolute(c.data.empty() ? train::default_data_path(c.model.name) : c.data));
   same("--precision", o.precision, c.train.precision);
   same("--optimizer-state", o.optimizer_state, c.train.optimizer_state);
+  same("--mx-scale-rounding", o.mx_scale_rounding, amp::name_of(c.train.mx_scale_rounding));
   if (given("--steps") || given("--epochs")) {  // extends (or ends sooner) the run
     c.train.steps = fresh.train.steps;
     c.train.epochs = fresh.train.epochs;

@@ -45,11 +45,17 @@
 //     a scale that overflows fp32 (a tiny amax) becomes FLT_MAX. The first step uses scale 1.
 //   current: the same formula on the tensor's own amax, just in time; amax 0 or non-finite
 //     gives scale 1.
-//   mxfp8 (OCP Microscaling Formats v1.0): blocks of 32 along k; per block, shared exponent
-//     e = floor(log2(amax)) - emax_elem (E4M3: emax 8, E5M2: emax 15), clamped to E8M0's range
-//     [-127, 127] and stored as the E8M0 code e + 127; elements are V / 2^e rounded to the
-//     element format and saturated. A block of zeros gets the smallest scale (code 0); a block
-//     with a NaN or an infinity gets the NaN scale 0xFF, and decodes as NaN.
+//   mxfp8 (OCP Microscaling Formats v1.0): blocks of 32 along k; per block, a shared exponent e,
+//     clamped to E8M0's range [-127, 127] and stored as the E8M0 code e + 127; elements are
+//     V / 2^e rounded to the element format and saturated. The recipe's MxScaleRounding picks e:
+//       floor (the OCP spec's suggestion): e = floor(log2(amax)) - emax_elem (E4M3: emax 8, E5M2:
+//         emax 15). The block's largest element lands in [256, 512) for E4M3, so one above 448
+//         saturates;
+//       up (NVIDIA, "Recipes for Pre-training LLMs with MXFP8", arXiv 2506.08027): the smallest
+//         e with amax <= fp8_max * 2^e, i.e. ceil(log2(amax / fp8_max)); nothing saturates, at
+//         the cost of up to one binade of range below.
+//     A block of zeros gets the smallest scale (code 0); a block with a NaN or an infinity gets
+//     the NaN scale 0xFF, and decodes as NaN.
 //   block_1x128, block_128x128: one fp32 scale per 1x128 (activations, gradients) or, for
 //     block_128x128, per 128x128 tile of a weight; each is current scaling on its block.
 //   none: scale 1 everywhere (the unscaled baseline).
@@ -63,6 +69,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mixp/dtype.h"
@@ -82,8 +89,19 @@ enum class Fp8Scaling : uint8_t {
 enum class Fp8Format : uint8_t { hybrid = 0, e4m3 = 1 };
 enum class Fp8Role : uint8_t { input = 0, weight = 1, gradient = 2 };
 enum class AmaxAlgorithm : uint8_t { max = 0, most_recent = 1 };
+/// How an MX block's power-of-two scale is rounded (see mxfp8 above).
+enum class MxScaleRounding : uint8_t { floor = 0, up = 1 };
+/// The rule runs used before the choice existed; a run config without the key reads as this.
+inline constexpr MxScaleRounding kLegacyMxScaleRounding = MxScaleRounding::floor;
+/// The rule a recipe uses unless told otherwise: up, which trained the small gpt on KJV within
+/// 0.6% of amp-bf16 where floor came 2.0% behind (docs/amp.md, docs/results.md).
+inline constexpr MxScaleRounding kDefaultMxScaleRounding = MxScaleRounding::up;
 
 const char* name_of(Fp8Scaling scaling);
+/// "floor" or "up".
+const char* name_of(MxScaleRounding rounding);
+/// The rule named "floor" or "up"; mixp::Error otherwise.
+MxScaleRounding parse_mx_scale_rounding(std::string_view name);
 
 struct Fp8Recipe {
   Fp8Scaling scaling = Fp8Scaling::delayed;
@@ -91,6 +109,7 @@ struct Fp8Recipe {
   int64_t amax_history_len = 1024;  ///< delayed scaling only; at least 1
   AmaxAlgorithm amax_algorithm = AmaxAlgorithm::max;
   int margin = 0;  ///< the scale leaves 2^margin of headroom below fp8_max
+  MxScaleRounding mx_scale_rounding = kDefaultMxScaleRounding;  ///< mxfp8 only
 };
 
 /// The storage dtype of a tensor of `role` under `format`: e4m3 or e5m2.
@@ -115,8 +134,9 @@ float current_scale(float amax, float fp8_max, int margin = 0);
 /// emax of an MX element format: 8 for e4m3, 15 for e5m2.
 int mx_emax(DType element);
 /// The E8M0 code of a block's shared scale, from its amax (see the rules above): 0xFF for a
-/// NaN or infinite amax, code 0 for amax 0, else clamp(floor(log2(amax)) - emax, -127, 127) + 127.
-uint8_t mx_scale_code(float amax, DType element);
+/// NaN or infinite amax, code 0 for amax 0, else clamp(e, -127, 127) + 127 with e by `rounding`:
+/// floor(log2(amax)) - emax, or (up) the smallest e with amax <= fp8_max(element) * 2^e.
+uint8_t mx_scale_code(float amax, DType element, MxScaleRounding rounding = MxScaleRounding::floor);
 /// The value of an E8M0 code: 2^(code - 127); NaN for 0xFF.
 float e8m0_value(uint8_t code);
 
@@ -142,9 +162,11 @@ struct Fp8Tensor {
 
 /// Quantizes x (f32 or bf16, 2-D or 3-D, contiguous) to `fp8`. Per-tensor scalings use `scale`
 /// (given for delayed and none; computed from x for current, when `scale` is ignored);
-/// block_128x128 tiles by 128x128 (use it for weights) and block_1x128 by 1x128. The fast and
-/// the reference kernel give the same bits; the reference is used under reference_mode().
-Fp8Tensor quantize(const Tensor& x, DType fp8, Fp8Scaling scaling, float scale = 1.0f);
+/// block_128x128 tiles by 128x128 (use it for weights) and block_1x128 by 1x128; mxfp8 rounds
+/// its block scales by `mx_rounding`. The fast and the reference kernel give the same bits; the
+/// reference is used under reference_mode().
+Fp8Tensor quantize(const Tensor& x, DType fp8, Fp8Scaling scaling, float scale = 1.0f,
+                   MxScaleRounding mx_rounding = kDefaultMxScaleRounding);
 
 /// C[b] = A[b] B[b]^T in fp32 from two quantized operands with the same k (their last
 /// dimension) and the same scaling kind; see the header comment for how scales are applied.

@@ -10,7 +10,8 @@
 //   bf16-sr   bf16 (norms fp32)  bf16                    none: stochastic rounding of the update
 //   fp8              fp32  FP8 Linear/attention: delayed scaling, HYBRID; bf16 for the rest
 //   fp8-current      fp32  the same with current (just-in-time) per-tensor scaling
-//   mxfp8            fp32  MXFP8: E4M3, one E8M0 scale per 32 along k; bf16 for the rest
+//   mxfp8            fp32  MXFP8: E4M3, one E8M0 scale per 32 along k (rounded up, unless
+//                          preset(name, MxScaleRounding) says otherwise); bf16 for the rest
 //   fp8-block        fp32  E4M3 with fp32 scales per 1x128 (activations, gradients) and
 //                          per 128x128 tile (weights); bf16 for the rest
 //   fp8-e4m3-noscale fp32  E4M3 everywhere, scale 1 (the unscaled baseline); bf16 for the rest
@@ -91,5 +92,10 @@ struct Preset {
 std::span<const Preset> all_presets();
 /// The preset named `name`; throws mixp::Error listing the known names otherwise.
 const Preset& preset(std::string_view name);
+/// The preset named `name` with its MX block scales rounded by `rounding`; a preset whose
+/// recipe has no MX scales comes back as preset(name).
+///
+///   amp::Preset p = amp::preset("mxfp8", amp::MxScaleRounding::up);
+Preset preset(std::string_view name, MxScaleRounding rounding);
 
 }  // namespace mixp::amp

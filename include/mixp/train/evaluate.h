@@ -43,6 +43,8 @@ struct EvalRequest {
   std::vector<std::string> precisions{};  ///< presets; empty: the run's own
   int64_t batch = 0;                      ///< 0: the run's batch size
   int threads = 0;                        ///< > 0: mixp::set_num_threads(threads)
+  /// How mxfp8 rounds its block scales; none: the run's own rule.
+  std::optional<amp::MxScaleRounding> mx_scale_rounding{};
 };
 
 struct EvalRow {

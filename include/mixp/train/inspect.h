@@ -76,6 +76,8 @@ struct InspectOptions {
   /// run.data, run.batch and run.train.seed are ignored, and an empty run.train.precision is
   /// the run's own.
   std::string from{};
+  /// With `from`: how mxfp8 rounds its block scales; none: the run's own rule.
+  std::optional<amp::MxScaleRounding> mx_scale_rounding{};
 };
 
 struct LayerInspection {

@@ -72,8 +72,10 @@ void load_weights(nn::Model& model, const std::map<std::string, Tensor>& tensors
 /// initial scale; current and block scaling need no history.
 class Inference {
  public:
-  /// Throws mixp::Error for an unknown preset name.
-  Inference(nn::Model& model, const std::string& precision);
+  /// Throws mixp::Error for an unknown preset name. `mx_rounding`: how mxfp8 rounds its block
+  /// scales (pass the run's own, TrainOptions::mx_scale_rounding).
+  Inference(nn::Model& model, const std::string& precision,
+            amp::MxScaleRounding mx_rounding = amp::kDefaultMxScaleRounding);
   /// The model's parameters cast as the preset stores them (bf16 and fp16 presets keep the
   /// norms in f32), once, for a model loaded in f32. A model being trained already has them.
   void cast_parameters();
@@ -83,7 +85,7 @@ class Inference {
 
  private:
   nn::Model& model_;
-  const amp::Preset& preset_;
+  const amp::Preset preset_;
   std::unique_ptr<amp::Fp8State> fp8_;
 };
 

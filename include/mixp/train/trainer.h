@@ -112,6 +112,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixp/amp/fp8.h"
 #include "mixp/data/dataset.h"
 #include "mixp/nn/models.h"
 #include "mixp/random.h"
@@ -274,6 +275,8 @@ struct TrainOptions {
   std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
   /// The dtype of Adam's moments: "f32" or "bf16" (stochastic rounding); empty: the preset's.
   std::string optimizer_state{};
+  /// How mxfp8 rounds its E8M0 block scales (mixp/amp/fp8.h); other presets ignore it.
+  amp::MxScaleRounding mx_scale_rounding = amp::kDefaultMxScaleRounding;
   int64_t epochs = 1;          ///< classifiers, when steps is 0
   int64_t steps = 0;           ///< > 0: exactly this many steps (language models: needed)
   std::optional<double> lr{};  ///< default 1e-3

@@ -126,7 +126,7 @@ void fp8_scale_fast(const float* x, int64_t n, DType fp8, float scale, uint8_t* 
 }
 
 void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
-                          uint8_t* codes) {
+                          uint8_t* codes, MxRounding rounding) {
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   // Per row: the block codes, then x * 2^-e for the whole row (the reference's one fp32
   // multiply) and one conversion with scale 1, which rounds it as the reference does.
@@ -141,7 +141,7 @@ void fp8_quantize_mx_fast(const float* x, int64_t rows, int64_t cols, DType fp8,
                      // span_amax is NaN with a NaN and infinite with an infinity: a NaN scale.
                      const float amax = span_amax(xr + j0, j1 - j0);
                      const uint8_t code =
-                         std::isfinite(amax) ? mx_scale_code(amax, fp8) : uint8_t(0xFF);
+                         std::isfinite(amax) ? mx_scale_code(amax, fp8, rounding) : uint8_t(0xFF);
                      cr[b] = code;
                      const float inverse = code == 0xFF ? 1.0f : std::ldexp(1.0f, 127 - int(code));
                      for (int64_t j = j0; j < j1; ++j) scaled[size_t(j)] = xr[j] * inverse;

@@ -40,7 +40,7 @@ void fp8_scale_reference(const float* x, int64_t n, DType fp8, float scale, uint
 }
 
 void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType fp8, uint8_t* q,
-                               uint8_t* codes) {
+                               uint8_t* codes, MxRounding rounding) {
   const int64_t nb = (cols + kMxBlock - 1) / kMxBlock;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < nb; ++b) {
@@ -51,7 +51,7 @@ void fp8_quantize_mx_reference(const float* x, int64_t rows, int64_t cols, DType
         special = special || !std::isfinite(x[r * cols + j]);
         amax = amax_of(amax, x[r * cols + j]);
       }
-      const uint8_t code = special ? uint8_t(0xFF) : mx_scale_code(amax, fp8);
+      const uint8_t code = special ? uint8_t(0xFF) : mx_scale_code(amax, fp8, rounding);
       codes[r * nb + b] = code;
       // A NaN scale makes the whole block NaN whatever its elements (the spec); they get the
       // canonical NaN code 0x7F, a NaN in both formats.
