@@ -108,8 +108,8 @@ CharText load_char_text(const std::string& path, const CharTextOptions& options)
 }
 
 Tensor tokenize_text(const std::string& path, const std::string& vocabulary) {
-  MIXP_CHECK(!vocabulary.empty() && vocabulary.size() <= 256, "tokenize_text: ", path,
-             ": a vocabulary of 1 to 256 characters is needed, got ", vocabulary.size());
+  MIXP_CHECK(!vocabulary.empty() && vocabulary.size() <= 256, "reading ", path,
+             " needs a vocabulary of 1 to 256 characters; the model's has ", vocabulary.size());
   const std::string text = read_file(path);
   MIXP_CHECK(!text.empty(), path, ": the text is empty");
   return tokens_of(text, token_table(vocabulary), 0, [&](unsigned char byte, int64_t at) {
