@@ -15,21 +15,6 @@ namespace {
 constexpr const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -61,6 +46,21 @@ struct Range {
 };
 
 }  // namespace
+
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
 
 std::vector<double> nice_ticks(double low, double high, int target) {
   MIXP_CHECK(std::isfinite(low) && std::isfinite(high) && low < high && target >= 1,
@@ -116,8 +116,8 @@ std::string axes_svg(const Frame& f, const std::vector<double>& xt, const std::v
                      const PlotOptions& options) {
   auto y_shown = [&](double t) { return t >= f.yr.low && t <= f.yr.high; };
   std::string s = "<text x=\"" + num(f.left + f.w / 2) +
-                  "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(options.title) +
-                  "</text>\n";
+                  "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" +
+                  escape_xml(options.title) + "</text>\n";
   s += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   for (double t : yt)
     if (y_shown(t)) s += line_svg(f.left, f.py(t), f.left + f.w, f.py(t));
@@ -136,10 +136,10 @@ std::string axes_svg(const Frame& f, const std::vector<double>& xt, const std::v
       s += "<text x=\"" + num(f.left - 8) + "\" y=\"" + num(f.py(t) + 4) +
            "\" text-anchor=\"end\">" + f.y_tick_label(t) + "</text>\n";
   s += "<text x=\"" + num(f.left + f.w / 2) + "\" y=\"" + num(options.height - 16.0) +
-       "\" text-anchor=\"middle\">" + escape(options.x_label) + "</text>\n";
+       "\" text-anchor=\"middle\">" + escape_xml(options.x_label) + "</text>\n";
   s += "<text x=\"20\" y=\"" + num(f.top + f.h / 2) +
        "\" text-anchor=\"middle\" transform=\"rotate(-90 20 " + num(f.top + f.h / 2) + ")\">" +
-       escape(options.y_label) + "</text>\n";
+       escape_xml(options.y_label) + "</text>\n";
   return s + "</g>\n";
 }
 
@@ -167,7 +167,7 @@ std::string spans_svg(const Frame& f, const std::vector<Span>& spans) {
     s += "<rect class=\"" + std::string(style.css_class) + "\" x=\"" +
          num(std::min(x0, f.left + f.w - width)) + "\" y=\"" + num(f.top) + "\" width=\"" +
          num(width) + "\" height=\"" + num(f.h) + "\" fill=\"" + style.colour +
-         "\" fill-opacity=\"0.7\"><title>" + escape(span.label) + "</title></rect>\n";
+         "\" fill-opacity=\"0.7\"><title>" + escape_xml(span.label) + "</title></rect>\n";
   }
   return s + "</g>\n";
 }
@@ -197,11 +197,12 @@ std::string curves_svg(const Frame& f, const std::vector<Curve>& curves) {
       pen_down = true;
       if (curve.markers)
         markers += "<circle class=\"marker\" cx=\"" + num(x) + "\" cy=\"" + num(y) +
-                   "\" r=\"3.5\" fill=\"" + colour + "\"><title>" + escape(curve.label) + " at " +
-                   tick_label(curve.x[i]) + ": " + tick_label(curve.y[i]) + "</title></circle>\n";
+                   "\" r=\"3.5\" fill=\"" + colour + "\"><title>" + escape_xml(curve.label) +
+                   " at " + tick_label(curve.x[i]) + ": " + tick_label(curve.y[i]) +
+                   "</title></circle>\n";
     }
     s += "<path fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.5\" d=\"" + d +
-         "\"><title>" + escape(curve.label) + "</title></path>\n" + markers;
+         "\"><title>" + escape_xml(curve.label) + "</title></path>\n" + markers;
   }
   return s;
 }
@@ -215,7 +216,7 @@ std::string legend_svg(const Frame& f, const std::vector<Curve>& curves,
   for (size_t c = 0; c < curves.size(); ++c, y += 20) {
     s += "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x + 24) + "\" y2=\"" +
          num(y) + "\" stroke=\"" + kColours[c % std::size(kColours)] + "\" stroke-width=\"3\"/>\n";
-    s += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\">" + escape(curves[c].label) +
+    s += "<text x=\"" + num(x + 30) + "\" y=\"" + num(y + 4) + "\">" + escape_xml(curves[c].label) +
          "</text>\n";
   }
   for (SpanKind kind : {SpanKind::skipped_steps, SpanKind::nonfinite_loss}) {
@@ -308,7 +309,8 @@ std::string bar_chart_svg(const std::vector<std::string>& categories,
 
   std::string s = svg_open(options.width, height);
   s += "<text x=\"" + num(f.left + f.w / 2) +
-       "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape(options.title) + "</text>\n";
+       "\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">" + escape_xml(options.title) +
+       "</text>\n";
   s += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   for (double t : ticks) s += line_svg(f.px(t), f.top, f.px(t), f.top + f.h);
   s += "</g>\n<g fill=\"black\">\n";
@@ -316,10 +318,10 @@ std::string bar_chart_svg(const std::vector<std::string>& categories,
     s += "<text x=\"" + num(f.px(t)) + "\" y=\"" + num(f.top + f.h + 18) +
          "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
   s += "<text x=\"" + num(f.left + f.w / 2) + "\" y=\"" + num(height - 12.0) +
-       "\" text-anchor=\"middle\">" + escape(options.x_label) + "</text>\n";
+       "\" text-anchor=\"middle\">" + escape_xml(options.x_label) + "</text>\n";
   for (size_t c = 0; c < categories.size(); ++c)
     s += "<text x=\"" + num(f.left - 8) + "\" y=\"" + num(f.top + group * double(c) + group / 2) +
-         "\" text-anchor=\"end\">" + escape(categories[c]) + "</text>\n";
+         "\" text-anchor=\"end\">" + escape_xml(categories[c]) + "</text>\n";
   s += "</g>\n";
   for (size_t b = 0; b < series.size(); ++b) {
     s += "<g fill=\"" + std::string(kColours[b % std::size(kColours)]) + "\">\n";
@@ -328,8 +330,8 @@ std::string bar_chart_svg(const std::vector<std::string>& categories,
       s += "<rect class=\"bar\" x=\"" + num(f.left) + "\" y=\"" +
            num(f.top + group * double(c) + gap / 2 + bar * double(b)) + "\" width=\"" +
            num(std::max(0.0, f.px(v) - f.left)) + "\" height=\"" + num(bar - 1) + "\"><title>" +
-           escape(series[b].label + ", " + categories[c] + ": " + tick_label(v) + " " +
-                  options.x_label) +
+           escape_xml(series[b].label + ", " + categories[c] + ": " + tick_label(v) + " " +
+                      options.x_label) +
            "</title></rect>\n";
     }
     s += "</g>\n";
@@ -380,7 +382,7 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
   s += "<rect x=\"0\" y=\"0\" width=\"" + std::to_string(width) + "\" height=\"" +
        std::to_string(height) + "\" fill=\"white\"/>\n";
   s += "<text x=\"" + num(left + w / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"16\">" +
-       escape(hist.title) + "</text>\n";
+       escape_xml(hist.title) + "</text>\n";
   char caption[160];
   std::snprintf(caption, sizeof caption,
                 "%.2f%% of the values are exactly zero; bars: %% of the "
@@ -406,9 +408,9 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
     if (r.to <= r.from) continue;
     s += "<rect class=\"region\" x=\"" + num(px(r.from)) + "\" y=\"" + num(top) + "\" width=\"" +
          num(px(r.to) - px(r.from)) + "\" height=\"" + num(h) + "\" fill=\"" + r.colour +
-         "\"><title>" + escape(r.label) + "</title></rect>\n";
+         "\"><title>" + escape_xml(r.label) + "</title></rect>\n";
     s += "<text x=\"" + num((px(r.from) + px(r.to)) / 2) + "\" y=\"" + num(top - 6) +
-         "\" text-anchor=\"middle\" font-size=\"10\">" + escape(r.label) + "</text>\n";
+         "\" text-anchor=\"middle\" font-size=\"10\">" + escape_xml(r.label) + "</text>\n";
   }
   s += "</g>\n";
 

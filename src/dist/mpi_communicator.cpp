@@ -25,13 +25,13 @@ namespace {
 
 // MPI_Init once per process, MPI_Finalize when the last communicator is gone, unless the
 // program initialized MPI itself (then it finalizes it too).
-class MpiSession {
+class MpiLibrary {
  public:
-  static std::shared_ptr<MpiSession> acquire() {
+  static std::shared_ptr<MpiLibrary> acquire() {
     static std::mutex mutex;
-    static std::weak_ptr<MpiSession> current;
+    static std::weak_ptr<MpiLibrary> current;
     const std::lock_guard lock(mutex);
-    if (auto session = current.lock()) return session;
+    if (auto library = current.lock()) return library;
     int finalized = 0, initialized = 0;
     MPI_Finalized(&finalized);
     MIXP_CHECK(!finalized,
@@ -43,18 +43,18 @@ class MpiSession {
       const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (code != MPI_SUCCESS) throw mpi_error(code, "MPI_Init_thread", 0, 0);
     }
-    auto session = std::shared_ptr<MpiSession>(new MpiSession(!initialized));
-    current = session;
-    return session;
+    auto library = std::shared_ptr<MpiLibrary>(new MpiLibrary(!initialized));
+    current = library;
+    return library;
   }
-  ~MpiSession() {
+  ~MpiLibrary() {
     if (owns_mpi_) MPI_Finalize();
   }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
+  MpiLibrary(const MpiLibrary&) = delete;
+  MpiLibrary& operator=(const MpiLibrary&) = delete;
 
  private:
-  explicit MpiSession(bool owns_mpi) : owns_mpi_(owns_mpi) {}
+  explicit MpiLibrary(bool owns_mpi) : owns_mpi_(owns_mpi) {}
   bool owns_mpi_;
 };
 
@@ -177,7 +177,7 @@ MPI_Op native_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; 
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() : session_(MpiSession::acquire()) {
+  MpiCommunicator() : library_(MpiLibrary::acquire()) {
     // MPI_COMM_WORLD's errors stay fatal, as the program chose; this duplicate returns them.
     Origin{"MPI_Comm_dup", 0, 0}.check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -275,7 +275,7 @@ class MpiCommunicator final : public Communicator {
     return chunks;
   }
 
-  std::shared_ptr<MpiSession> session_;
+  std::shared_ptr<MpiLibrary> library_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
 };

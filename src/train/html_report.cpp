@@ -38,20 +38,6 @@ struct ReportInspect {
   std::string histogram_svg{};  // activation_gradients.svg, when there
 };
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   MIXP_CHECK(in, "cannot read ", path.string());
@@ -207,9 +193,10 @@ std::string runs_table(const std::vector<ReportRun>& runs) {
                                                  : "&mdash;";
     const double peak =
         r.peak_memory.count("total") ? double(r.peak_memory.at("total")) / (1 << 20) : NAN;
-    s += "<tr><td>" + escape(run.label) + "</td><td>" + escape(run.folder) + "</td><td><code>" +
-         escape(r.run_id) + "</code></td><td>" + escape(run.mixp_version) + "</td><td>" +
-         escape(r.model_name) + "</td><td>" + escape(r.precision) + "</td><td>" +
+    s += "<tr><td>" + diag::escape_xml(run.label) + "</td><td>" + diag::escape_xml(run.folder) +
+         "</td><td><code>" + diag::escape_xml(r.run_id) + "</code></td><td>" +
+         diag::escape_xml(run.mixp_version) + "</td><td>" + diag::escape_xml(r.model_name) +
+         "</td><td>" + diag::escape_xml(r.precision) + "</td><td>" +
          (run.finished ? "finished" : "<span class=\"bad\">not finished</span>") + "</td><td>" +
          std::to_string(r.steps) + "</td><td>" + general(r.final_train_loss) + "</td><td>" +
          (r.evals.empty() ? "&mdash;" : general(r.final_eval_loss)) + "</td><td>" + metric +
@@ -231,14 +218,14 @@ std::string runs_table(const std::vector<ReportRun>& runs) {
   s += "</table>\n";
   if (base)
     s += "<p class=\"note\">speed (samples/s) and memory (peak total) are relative to " +
-         escape(base->label) + ".</p>\n";
+         diag::escape_xml(base->label) + ".</p>\n";
   return s;
 }
 
 // A plot and its caption; `kind` (its class) lets a reader find the plots of one kind.
 std::string figure(const std::string& kind, const std::string& svg, const std::string& caption) {
-  return "<figure class=\"" + kind + "\">" + inline_svg(svg) + "<figcaption>" + escape(caption) +
-         "</figcaption></figure>\n";
+  return "<figure class=\"" + kind + "\">" + inline_svg(svg) + "<figcaption>" +
+         diag::escape_xml(caption) + "</figcaption></figure>\n";
 }
 
 std::string loss_section(const std::vector<ReportRun>& runs) {
@@ -381,10 +368,12 @@ std::string percent(double f) { return fixed(100 * f, 2) + "%"; }
 std::string inspection_section(const ReportInspect& in) {
   const json& j = in.inspect;
   std::string s =
-      "<h3>" + escape(text(j, "model")) + " under " + escape(text(j, "precision")) + " (" +
-      escape(in.folder) + ")</h3>\n<p>" + std::to_string(count_of(j, "steps")) + " training steps" +
-      (j.contains("source") ? ", weights from " + escape(text(j, "source")) : "") + "; loss " +
-      general(number(j, "loss")) + " at loss scale " + general(number(j, "loss_scale")) +
+      "<h3>" + diag::escape_xml(text(j, "model")) + " under " +
+      diag::escape_xml(text(j, "precision")) + " (" + diag::escape_xml(in.folder) + ")</h3>\n<p>" +
+      std::to_string(count_of(j, "steps")) + " training steps" +
+      (j.contains("source") ? ", weights from " + diag::escape_xml(text(j, "source")) : "") +
+      "; loss " + general(number(j, "loss")) + " at loss scale " +
+      general(number(j, "loss_scale")) +
       ". Activation gradients of an fp32 probe step, against fp16:</p>\n";
   s += "<table class=\"numerics\"><tr><th>layer</th><th>values</th><th>min |g|</th>"
        "<th>max |g|</th><th>fp16 zero, unscaled</th><th>fp16 zero at the loss scale</th>"
@@ -393,7 +382,7 @@ std::string inspection_section(const ReportInspect& in) {
   if (j.contains("all")) layers.push_back(j["all"]);
   for (const json& l : layers) {
     const json g = l.contains("activation_gradients") ? l["activation_gradients"] : json::object();
-    s += "<tr><td>" + escape(text(l, "layer")) + "</td><td>" +
+    s += "<tr><td>" + diag::escape_xml(text(l, "layer")) + "</td><td>" +
          std::to_string(count_of(g, "count")) + "</td><td>" + general(number(g, "min_abs")) +
          "</td><td>" + general(number(g, "max_abs")) + "</td><td>" +
          percent(number(l, "fp16_underflow_unscaled")) + "</td><td>" +
@@ -404,8 +393,8 @@ std::string inspection_section(const ReportInspect& in) {
   s += "</table>\n";
   if (j.contains("advice") && j["advice"].is_array())
     for (const json& a : j["advice"])
-      s += "<p class=\"bad\">keep " + escape(text(a, "layer")) +
-           " in higher precision: " + escape(text(a, "reason")) + "</p>\n";
+      s += "<p class=\"bad\">keep " + diag::escape_xml(text(a, "layer")) +
+           " in higher precision: " + diag::escape_xml(text(a, "reason")) + "</p>\n";
   if (!in.histogram_svg.empty())
     s += "<figure class=\"numerics\">" + in.histogram_svg +
          "<figcaption>Every layer's activation gradients per binade, over fp16's range."
@@ -430,15 +419,18 @@ std::string config_section(const std::vector<ReportRun>& runs) {
   std::vector<std::map<std::string, std::string>> values(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) flatten(runs[i].config, "", keys, values[i]);
   std::string s = "<h2>Configuration</h2>\n<table class=\"config\"><tr><th>setting</th>";
-  for (const ReportRun& run : runs) s += "<th>" + escape(run.label) + "</th>";
+  for (const ReportRun& run : runs) s += "<th>" + diag::escape_xml(run.label) + "</th>";
   s += "</tr>\n";
   for (const std::string& key : keys) {
     bool differs = false;
     for (size_t i = 1; i < runs.size(); ++i) differs = differs || values[i][key] != values[0][key];
-    s += std::string(differs ? "<tr class=\"differs\">" : "<tr>") + "<td>" + escape(key) + "</td>";
+    s += std::string(differs ? "<tr class=\"differs\">" : "<tr>") + "<td>" + diag::escape_xml(key) +
+         "</td>";
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto it = values[i].find(key);
-      s += "<td>" + (it == values[i].end() ? std::string("&mdash;") : escape(it->second)) + "</td>";
+      s += "<td>" +
+           (it == values[i].end() ? std::string("&mdash;") : diag::escape_xml(it->second)) +
+           "</td>";
     }
     s += "</tr>\n";
   }
@@ -465,9 +457,9 @@ std::string html_report(const std::vector<std::string>& folders) {
   std::string title = "mixp report";
   if (runs.size() == 1) title += ": " + runs.front().label + " (" + runs.front().folder + ")";
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
-                  escape(title) + "</title><style>" + kStyle + "</style></head><body>\n<h1>" +
-                  escape(title) + "</h1>\n<p class=\"note\">Written by mixp " + version() +
-                  ".</p>\n";
+                  diag::escape_xml(title) + "</title><style>" + kStyle +
+                  "</style></head><body>\n<h1>" + diag::escape_xml(title) +
+                  "</h1>\n<p class=\"note\">Written by mixp " + version() + ".</p>\n";
   if (!runs.empty()) {
     s += "<h2>Runs</h2>\n" + runs_table(runs) + loss_section(runs) + scale_section(runs) +
          memory_section(runs);

@@ -80,6 +80,9 @@ struct BarSeries {
 
 /// The SVG text of the plot. Throws mixp::Error when a curve's x and y differ in length.
 std::string line_plot_svg(const std::vector<Curve>& curves, const PlotOptions& options);
+
+/// `text` with &, <, >, " and ' as XML entities, for text and attributes of SVG and HTML.
+std::string escape_xml(const std::string& text);
 /// Writes line_plot_svg(...) to `path` atomically.
 void write_line_plot(const std::string& path, const std::vector<Curve>& curves,
                      const PlotOptions& options);
