@@ -150,11 +150,11 @@ std::optional<StateDict> saved_fp8_state(const TrainedModel& t) {
   return fp8;
 }
 
-EvalRow evaluate_under(const std::string& path, const std::string& precision, const EvalData& d,
-                       int64_t step, std::optional<amp::MxScaleRounding> mx_rounding) {
+EvalRow evaluate_under(const TrainedWeights& weights, const std::string& precision,
+                       const EvalData& d, std::optional<amp::MxScaleRounding> mx_rounding) {
   EvalRow row{.precision = precision, .metrics = std::nullopt, .error = {}};
   try {
-    TrainedModel t = load_trained_model(path);
+    TrainedModel t = build_trained_model(weights);  // each preset casts its own copy
     const amp::MxScaleRounding rounding = mx_rounding.value_or(t.config.train.mx_scale_rounding);
     Inference inference(*t.model, precision, rounding);
     inference.cast_parameters();
@@ -170,7 +170,7 @@ EvalRow evaluate_under(const std::string& path, const std::string& precision, co
       fp8->load_state_dict(*saved);
     else if (fp8)
       calibrate(model, d, preset, *fp8);
-    row.metrics = evaluate(model, source, preset, fp8.get(), step);
+    row.metrics = evaluate(model, source, preset, fp8.get(), t.step);
   } catch (const Error& e) {
     row.error = e.is_internal() ? e.what() : e.message();
   }
@@ -180,7 +180,8 @@ EvalRow evaluate_under(const std::string& path, const std::string& precision, co
 }  // namespace
 
 EvalReport evaluate_trained(const std::string& path, const EvalRequest& request) {
-  const TrainedModel t = load_trained_model(path);
+  const TrainedWeights weights = read_trained_weights(path);  // read once for every preset
+  const TrainedModel t = build_trained_model(weights);
   std::vector<std::string> precisions = request.precisions;
   if (precisions.empty()) precisions.push_back(t.config.train.precision);
   for (const std::string& name : precisions) (void)amp::preset(name);  // unknown: refused now
@@ -204,7 +205,7 @@ EvalReport evaluate_trained(const std::string& path, const EvalRequest& request)
                     .predictions = d.predictions,
                     .rows = {}};
   for (const std::string& precision : precisions)
-    report.rows.push_back(evaluate_under(path, precision, d, t.step, request.mx_scale_rounding));
+    report.rows.push_back(evaluate_under(weights, precision, d, request.mx_scale_rounding));
   return report;
 }
 

@@ -126,7 +126,10 @@ TrainedWeights read_trained_weights(const std::string& path) {
 }
 
 TrainedModel load_trained_model(const std::string& path) {
-  TrainedWeights w = read_trained_weights(path);
+  return build_trained_model(read_trained_weights(path));
+}
+
+TrainedModel build_trained_model(const TrainedWeights& w) {
   TrainedModel t;
   t.config = w.config;
   t.source = w.source;

@@ -59,6 +59,9 @@ struct TrainedWeights {
 /// tensors that do not match the model it describes.
 TrainedModel load_trained_model(const std::string& path);
 TrainedWeights read_trained_weights(const std::string& path);
+/// A fresh model with `weights` loaded: load_trained_model() without reading the file again,
+/// for callers that need several copies of one trained model.
+TrainedModel build_trained_model(const TrainedWeights& weights);
 
 /// Copies `tensors` (by parameter and buffer name) into `model` after checking that the names
 /// and shapes are exactly the model's, and throws mixp::Error listing every difference when
