@@ -117,6 +117,20 @@ struct Prepared {
   std::optional<DataFingerprint> data;  // none for synthetic data
 };
 
+// A Prepared whose fresh inputs are `model` initialized from `seed` and the data source that
+// `make_source` makes.
+template <typename MakeSource>
+Prepared prepared(const nn::ModelConfig& model, int64_t batch, uint64_t seed,
+                  MakeSource make_source) {
+  Prepared p;
+  p.model = model;
+  p.batch = batch;
+  p.make = [model, seed, make_source] {
+    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)), make_source()};
+  };
+  return p;
+}
+
 Prepared prepare_regression(const RunConfig& config) {
   MIXP_CHECK(config.data.empty(), "model ", config.model.name,
              " trains on synthetic data made from the seed; it takes no --data");
@@ -125,15 +139,8 @@ Prepared prepare_regression(const RunConfig& config) {
   const uint64_t seed = config.train.seed;
   auto data = std::make_shared<const data::Regression>(data::make_tiny_gradient_regression(seed));
   const int64_t batch = config.batch > 0 ? config.batch : data->train_x.size(0);
-  nn::ModelConfig model = config.model;
-  Prepared p;
-  p.model = model;
-  p.batch = batch;
-  p.make = [data, model, batch, seed] {
-    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                     std::make_unique<RegressionSource>(data, batch)};
-  };
-  return p;
+  return prepared(config.model, batch, seed,
+                  [data, batch] { return std::make_unique<RegressionSource>(data, batch); });
 }
 
 Prepared prepare_images(const RunConfig& config, const std::string& path) {
@@ -149,14 +156,10 @@ Prepared prepare_images(const RunConfig& config, const std::string& path) {
   model.classes = data->train.classes;
   model.image_size = data->train.images.size(2);
   const uint64_t seed = config.train.seed;
-  Prepared p;
-  p.model = model;
-  p.batch = batch;
+  Prepared p = prepared(model, batch, seed, [data, batch, seed] {
+    return std::make_unique<ImageSource>(data, batch, seed);
+  });
   p.data = fingerprint_of(path, {data->train.images, data->train.labels});
-  p.make = [data, model, batch, seed] {
-    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                     std::make_unique<ImageSource>(data, batch, seed)};
-  };
   return p;
 }
 
@@ -177,9 +180,10 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
   nn::ModelConfig model = config.model;
   model.vocab = int64_t(text->vocabulary.size());
   const int64_t context = model.context;
-  Prepared p;
-  p.model = model;
-  p.batch = batch;
+  const uint64_t seed = config.train.seed;
+  Prepared p = prepared(model, batch, seed, [text, batch, context, seed] {
+    return std::make_unique<TextSource>(text, batch, context, seed);
+  });
   p.options.steps = config.train.steps;
   if (p.options.steps == 0) {
     const int64_t per_epoch = std::max<int64_t>(1, text->train_tokens.numel() / (batch * context));
@@ -187,11 +191,6 @@ Prepared prepare_text(const RunConfig& config, const std::string& path) {
   }
   p.data = fingerprint_of_tokens(path, text->train_tokens);
   p.data->vocabulary = text->vocabulary;
-  const uint64_t seed = config.train.seed;
-  p.make = [text, model, batch, context, seed] {
-    return RunInputs{std::make_unique<BuiltinModel>(nn::make_model(model, seed)),
-                     std::make_unique<TextSource>(text, batch, context, seed)};
-  };
   return p;
 }
 
