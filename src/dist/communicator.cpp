@@ -16,6 +16,7 @@ const char* name_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::max: return "max";
+    case ReduceOp::ordered_sum: return "ordered_sum";
   }
   MIXP_ASSERT(false, "unknown ReduceOp ", int(op));
 }

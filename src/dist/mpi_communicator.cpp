@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "dist/sixteen_bit_sum.h"
+#include "dist/chunk_reduction.h"
 
 namespace mixp::dist {
 
@@ -85,19 +85,19 @@ class SingleRequest final : public detail::PendingOperation {
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-// How a 16-bit reduction splits its elements: rank r reduces counts[r] elements from displs[r].
+// How a reduction in rank order splits its elements: rank r reduces counts[r] elements from displs[r].
 struct Chunks {
   std::vector<int> counts, displs;
 };
 
-// A bf16 or f16 reduction in fp32 with one rounding: an all-to-all sends each rank its chunk of
+// A reduction in rank order (chunk_reduction.h): an all-to-all sends each rank its chunk of
 // every rank's data, each rank reduces its chunk locally in rank order, and an all-reduce then
-// all-gathers the rounded chunks in place. MPI sees only 16-bit words.
-class SixteenBitReduction final : public detail::PendingOperation {
+// all-gathers the reduced chunks in place. MPI sees only words of the element's width.
+class RankOrderReduction final : public detail::PendingOperation {
  public:
   // `gather_into` is the all-reduce's buffer, or null for a reduce-scatter, which ends with
   // the local reduction into `own_chunk`.
-  SixteenBitReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in, Buffer own_chunk,
+  RankOrderReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in, Buffer own_chunk,
                       void* gather_into, Chunks chunks)
       : origin_(origin),
         comm_(comm),
@@ -106,13 +106,14 @@ class SixteenBitReduction final : public detail::PendingOperation {
         own_chunk_(own_chunk),
         gather_into_(gather_into),
         chunks_(std::move(chunks)),
-        received_(size_t(origin.size) * own_chunk.count) {
+        word_(word_type(in.dtype)),
+        received_(size_t(origin.size) * own_chunk.count * size_t(size_of(in.dtype))) {
     const int mine = int(own_chunk.count);
     receive_counts_.assign(size_t(origin.size), mine);
     for (int r = 0; r < origin.size; ++r) receive_displs_.push_back(r * mine);
     origin_.check(MPI_Ialltoallv(in.data, chunks_.counts.data(), chunks_.displs.data(),
-                                 MPI_UINT16_T, received_.data(), receive_counts_.data(),
-                                 receive_displs_.data(), MPI_UINT16_T, comm_, &request_));
+                                 word_, received_.data(), receive_counts_.data(),
+                                 receive_displs_.data(), word_, comm_, &request_));
   }
 
   void wait() override {
@@ -132,21 +133,30 @@ class SixteenBitReduction final : public detail::PendingOperation {
  private:
   enum class Stage { exchanging, gathering, done };
 
+  // The elements travel as unsigned words of their width: MPI only moves them.
+  static MPI_Datatype word_type(DType dtype) {
+    switch (size_of(dtype)) {
+      case 2: return MPI_UINT16_T;
+      case 4: return MPI_UINT32_T;
+      default: return MPI_UINT64_T;
+    }
+  }
+
   // Called when the current stage's transfer is complete.
   void advance() {
     if (stage_ == Stage::gathering) {
       stage_ = Stage::done;
       return;
     }
-    reduce_chunks_in_fp32({received_.data(), received_.size(), dtype_}, origin_.size, own_chunk_,
-                          op_);
+    reduce_chunks_in_rank_order({received_.data(), own_chunk_.count * size_t(origin_.size), dtype_},
+                                origin_.size, own_chunk_, op_);
     if (gather_into_ == nullptr) {
       stage_ = Stage::done;
       return;
     }
     stage_ = Stage::gathering;
     origin_.check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gather_into_,
-                                  chunks_.counts.data(), chunks_.displs.data(), MPI_UINT16_T, comm_,
+                                  chunks_.counts.data(), chunks_.displs.data(), word_, comm_,
                                   &request_));
   }
 
@@ -158,7 +168,8 @@ class SixteenBitReduction final : public detail::PendingOperation {
   void* gather_into_;
   Chunks chunks_;
   std::vector<int> receive_counts_, receive_displs_;
-  std::vector<uint16_t> received_;
+  MPI_Datatype word_;
+  std::vector<unsigned char> received_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   Stage stage_ = Stage::exchanging;
 };
@@ -173,7 +184,8 @@ MPI_Datatype native_type(DType dtype) {
   }
 }
 
-MPI_Op native_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
+// Integer sums are exact, so ordered_sum of integers is MPI's sum.
+MPI_Op native_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -195,12 +207,13 @@ class MpiCommunicator final : public Communicator {
  protected:
   Request do_all_reduce(Buffer data, ReduceOp op) override {
     const Origin origin = limited("all_reduce", data.count, 1);
-    if (native_type(data.dtype) == MPI_DATATYPE_NULL) {
+    if (reduced_in_rank_order(data.dtype, op)) {
       Chunks chunks = balanced_chunks(data.count);
       const auto mine = size_t(rank_);
-      auto* own = static_cast<uint16_t*>(data.data) + chunks.displs[mine];
+      auto* own = static_cast<unsigned char*>(data.data) +
+                  size_t(chunks.displs[mine]) * size_t(size_of(data.dtype));
       const Buffer own_chunk{own, size_t(chunks.counts[mine]), data.dtype};
-      return Request(std::make_unique<SixteenBitReduction>(
+      return Request(std::make_unique<RankOrderReduction>(
           origin, comm_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk, data.data,
           std::move(chunks)));
     }
@@ -212,13 +225,13 @@ class MpiCommunicator final : public Communicator {
 
   Request do_reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) override {
     const Origin origin = limited("reduce_scatter", in.count, 1);
-    if (native_type(in.dtype) == MPI_DATATYPE_NULL) {
+    if (reduced_in_rank_order(in.dtype, op)) {
       Chunks chunks;
       for (int r = 0; r < size_; ++r) {
         chunks.counts.push_back(int(out.count));
         chunks.displs.push_back(r * int(out.count));
       }
-      return Request(std::make_unique<SixteenBitReduction>(origin, comm_, op, in, out, nullptr,
+      return Request(std::make_unique<RankOrderReduction>(origin, comm_, op, in, out, nullptr,
                                                            std::move(chunks)));
     }
     auto request = std::make_unique<SingleRequest>(origin);

@@ -87,6 +87,35 @@ void expect_exact_reduce_scatter(size_t block) {
   }
 }
 
+// ordered_sum on values with all their bits: every rank gets, bit for bit, the chain
+// ((x_0 + x_1) + x_2) + ... that it computes alone, whatever order MPI would sum in.
+template <typename T>
+void expect_rank_order_sum(size_t count) {
+  const auto value = [](int r, size_t i) { return T(test::contribution_f32(r, i)); };
+  std::vector<T> data(count), block(count);
+  for (size_t i = 0; i < count; ++i) data[i] = value(rank(), i);
+  std::vector<T> in(count * size_t(ranks()));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = value(rank(), i);
+  world->all_reduce(std::span(data), ReduceOp::ordered_sum);
+  world->reduce_scatter(std::span<const T>(in), std::span(block), ReduceOp::ordered_sum);
+  for (size_t i = 0; i < count; ++i) {
+    T want = value(0, i), want_block = value(0, size_t(rank()) * count + i);
+    for (int r = 1; r < ranks(); ++r) {
+      want = T(want + value(r, i));
+      want_block = T(want_block + value(r, size_t(rank()) * count + i));
+    }
+    ASSERT_TRUE(same_bits(data[i], want)) << "all_reduce element " << i << " of " << count;
+    ASSERT_TRUE(same_bits(block[i], want_block)) << "reduce_scatter element " << i;
+  }
+}
+
+TEST(MpiCommunicator, OrderedSumAddsInRankOrderOnEveryRank) {
+  for (size_t count : {size_t(1), size_t(3), size_t(1001)}) {
+    expect_rank_order_sum<float>(count);
+    expect_rank_order_sum<double>(count);
+  }
+}
+
 TEST(MpiCommunicator, ReduceScatterGivesEachRankItsBlock) {
   for (size_t block : {size_t(1), size_t(5), size_t(257)}) {
     expect_exact_reduce_scatter<float>(block);

@@ -19,13 +19,16 @@
 //   do_other_work();                                         // overlaps the transfer
 //   pending.wait();                                          // throws mixp::Error on failure
 //
-// Reductions (sum, max) take f32, f64, i32 and i64 elements, which MPI reduces natively, and the
-// 16-bit floats bf16 and f16, which MPI has no type for. A 16-bit reduction sends 16-bit values
+// Reductions (sum, max, ordered_sum) take f32, f64, i32 and i64 elements, which MPI reduces
+// natively (except ordered_sum of floats), and the 16-bit floats bf16 and f16, which MPI has no
+// type for. A 16-bit reduction sends 16-bit values
 // but adds in fp32 and rounds once: each rank receives the N contributions to its 1/N of the
 // elements, sums them in fp32 in rank order, rounds that sum to the 16-bit type (nearest, ties
 // to even), and, for an all-reduce, the rounded parts are all-gathered. Its result is within one
 // 16-bit rounding of the exact sum (plus fp32's error over N terms), at any number of ranks; a
-// ring of 16-bit additions would round N - 1 times. Every rank receives bitwise the same result.
+// ring of 16-bit additions would round N - 1 times. ordered_sum takes the same path (all-to-all,
+// local sum in rank order, all-gather) with the rounding its definition asks for. Every rank
+// receives bitwise the same result.
 //
 // All-gather and broadcast move the bytes of any dtype. A Request must be waited on (or
 // destroyed, which waits) before its buffers are touched again. Errors, from bad arguments or
@@ -48,9 +51,14 @@ namespace mixp::dist {
 enum class ReduceOp : uint8_t {
   sum = 0,
   max = 1,
+  /// The sum in rank order, ((x_0 + x_1) + x_2) + ..., each addition rounded to the element
+  /// type (bf16 and f16: added in fp32 and rounded to 16 bits each time), so that the result is
+  /// bitwise the one a single process gets by adding the ranks' values one after another, as
+  /// gradient accumulation does. Integers: the same as sum (exact).
+  ordered_sum = 2,
 };
 
-/// "sum" or "max".
+/// "sum", "max" or "ordered_sum".
 const char* name_of(ReduceOp op);
 
 namespace detail {

@@ -1,6 +1,6 @@
 // The local step of the 16-bit reductions against a scalar reference, and the control that
 // shows why mixp never adds a chain of bf16 values.
-#include "dist/sixteen_bit_sum.h"
+#include "dist/chunk_reduction.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "dist/reduction_data.h"
+#include "mixp/ops.h"
+#include "mixp/tensor.h"
 
 namespace mixp::dist {
 namespace {
@@ -43,8 +45,8 @@ void expect_matches_reference(DType dtype) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
         const std::vector<T> all = chunks_of<T>(ranks, count, true);
         std::vector<T> out(count);
-        reduce_chunks_in_fp32({all.data(), all.size(), dtype}, ranks,
-                              {out.data(), out.size(), dtype}, op);
+        reduce_chunks_in_rank_order({all.data(), all.size(), dtype}, ranks,
+                                    {out.data(), out.size(), dtype}, op);
         for (size_t i = 0; i < count; ++i) {
           const T want = reference(all, ranks, count, i, op);
           ASSERT_EQ(out[i].bits, want.bits)
@@ -56,18 +58,46 @@ void expect_matches_reference(DType dtype) {
   }
 }
 
-TEST(ReduceChunksInFp32, SumsInRankOrderAndRoundsOnce) {
+TEST(ReduceChunksInRankOrder, SumsInRankOrderAndRoundsOnce) {
   expect_matches_reference<bfloat16>(DType::bf16);
   expect_matches_reference<float16>(DType::f16);
 }
 
-TEST(ReduceChunksInFp32, MaxKeepsANanFromAnyRank) {
+TEST(ReduceChunksInRankOrder, MaxKeepsANanFromAnyRank) {
   std::vector<bfloat16> all{bfloat16(1.0f), bfloat16(NAN), bfloat16(3.0f), bfloat16(2.0f)};
   std::vector<bfloat16> out(2);
-  reduce_chunks_in_fp32({all.data(), 4, DType::bf16}, 2, {out.data(), 2, DType::bf16},
-                        ReduceOp::max);
+  reduce_chunks_in_rank_order({all.data(), 4, DType::bf16}, 2, {out.data(), 2, DType::bf16},
+                              ReduceOp::max);
   EXPECT_EQ(float(out[0]), 3.0f);
   EXPECT_TRUE(std::isnan(float(out[1])));
+}
+
+// ordered_sum is what a process gets by adding the ranks' tensors one after another with mixp's
+// own add (as gradient accumulation does), bit for bit, in every dtype it takes.
+TEST(ReduceChunksInRankOrder, OrderedSumIsAChainOfTensorAdditions) {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (int ranks : {1, 2, 3, 8}) {
+      const int64_t count = 1003;
+      std::vector<Tensor> parts;
+      for (int r = 0; r < ranks; ++r) {
+        std::vector<double> values(static_cast<size_t>(count));
+        for (int64_t i = 0; i < count; ++i) {
+          const double v = double(test::contribution_f32(r, size_t(i)));
+          values[size_t(i)] = (i + r) % 3 == 0 ? -v : v;
+        }
+        parts.push_back(from_values(values, {count}, dtype));
+      }
+      Tensor chained = parts[0].clone();
+      for (int r = 1; r < ranks; ++r) chained = ops::add(chained, parts[size_t(r)]);
+      const Tensor all = ops::cat(parts, 0);
+      Tensor out = empty({count}, dtype);
+      reduce_chunks_in_rank_order({all.raw_data(), size_t(all.numel()), dtype}, ranks,
+                                  {out.raw_data(), size_t(count), dtype}, ReduceOp::ordered_sum);
+      const size_t bytes = size_t(count) * size_t(size_of(dtype));
+      EXPECT_EQ(std::memcmp(out.raw_data(), chained.raw_data(), bytes), 0)
+          << name_of(dtype) << ", " << ranks << " ranks";
+    }
+  }
 }
 
 // The error of the rejected bf16 ring grows with the ranks, while one rounding of the fp32 sum
