@@ -103,6 +103,15 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 
+/// Calls `hook` each time backward has added a gradient into `leaf`'s .grad(), right after the
+/// addition (once per backward pass that reaches it; a leaf used twice gets one call, with the
+/// sum). Data parallelism starts reducing a gradient from it as soon as the gradient is final,
+/// while backward goes on. Replaces an earlier hook; an empty function removes it. Throws
+/// mixp::Error unless `leaf` is a leaf that requires a gradient.
+///
+///   autograd::set_gradient_accumulated_hook(weight, [&] { ready.push_back(&weight); });
+void set_gradient_accumulated_hook(const Tensor& leaf, std::function<void()> hook);
+
 /// Sees the gradient that reaches a tensor during backward (diagnostics: mixp/diag/collector.h).
 using GradientHook = std::function<void(const Tensor& gradient)>;
 /// An alias of `t` (the same storage, shape and dtype) whose gradient passes unchanged through

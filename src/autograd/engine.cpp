@@ -74,6 +74,7 @@ struct AccumulateGrad : Node {
       Tensor sum = add_gradients(current, incoming);
       current.copy_(sum);
     }
+    if (leaf->autograd.on_accumulated) leaf->autograd.on_accumulated();
     return {};
   }
 };
@@ -165,6 +166,12 @@ void record_cast(const Tensor& in, Tensor& out) {
 const char* node_name(const Node& node) { return node.name; }
 
 }  // namespace
+
+void set_gradient_accumulated_hook(const Tensor& leaf, std::function<void()> hook) {
+  MIXP_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.impl()->autograd.grad_fn,
+             "set_gradient_accumulated_hook: the tensor must be a leaf that requires a gradient");
+  leaf.impl()->autograd.on_accumulated = std::move(hook);
+}
 
 Tensor with_gradient_hook(const Tensor& t, GradientHook hook) {
   MIXP_CHECK(hook != nullptr, "with_gradient_hook: an empty hook");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -31,6 +32,7 @@ struct AutogradMeta {
   std::shared_ptr<autograd::Node> grad_fn;         // set for results of recorded ops
   uint32_t output_nr = 0;                          // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // for leaves: shared by every use
+  std::function<void()> on_accumulated;            // for leaves: after backward added to .grad
 };
 
 struct TensorImpl {

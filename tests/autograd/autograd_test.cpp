@@ -21,6 +21,32 @@ TEST(Autograd, ChainRuleAndAccumulationOverUses) {
   EXPECT_EQ(x.grad().tag(), MemoryTag::gradient);
 }
 
+// The hook runs once per backward, after the addition, with both uses' gradients summed; the
+// order of the calls follows backward (the later layer's leaf first).
+TEST(Autograd, TheAccumulatedHookSeesTheFinalGradientOncePerBackward) {
+  Tensor a = from_values({1, 2}, {2}).set_requires_grad(true);
+  Tensor b = from_values({3, 4}, {2}).set_requires_grad(true);
+  std::vector<std::pair<char, std::vector<double>>> calls;
+  autograd::set_gradient_accumulated_hook(a, [&] { calls.emplace_back('a', a.grad().to_vector()); });
+  autograd::set_gradient_accumulated_hook(b, [&] { calls.emplace_back('b', b.grad().to_vector()); });
+  // a is used twice: d/da sum(a*a + a) = 2a + 1.
+  Tensor hidden = ops::add(ops::mul(a, a), a);
+  ops::sum(ops::mul(hidden, b)).backward();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].first, 'b');
+  EXPECT_EQ(calls[0].second, (std::vector<double>{2, 6}));
+  EXPECT_EQ(calls[1].first, 'a');
+  EXPECT_EQ(calls[1].second, (std::vector<double>{3 * 3, 5 * 4}));
+  ops::sum(a).backward();  // accumulates: the hook sees the running total
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[2].second, (std::vector<double>{10, 21}));
+  autograd::set_gradient_accumulated_hook(a, {});
+  ops::sum(a).backward();
+  EXPECT_EQ(calls.size(), 3u);
+  Tensor not_leaf = ops::mul(a, a);
+  EXPECT_THROW(autograd::set_gradient_accumulated_hook(not_leaf, [] {}), Error);
+}
+
 TEST(Autograd, NoGradDetachAndLeaves) {
   Tensor x = ones({2}).set_requires_grad(true);
   {
