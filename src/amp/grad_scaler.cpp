@@ -399,6 +399,23 @@ bool GradScaler::found_inf(const optim::Optimizer& optimizer) const {
   return false;
 }
 
+std::vector<bool> GradScaler::found_inf_flags() const {
+  std::vector<bool> flags;
+  for (const PerOptimizer& p : per_optimizer_) flags.push_back(p.found_inf);
+  return flags;
+}
+
+void GradScaler::set_found_inf_flags(const std::vector<bool>& flags) {
+  MIXP_CHECK(flags.size() == per_optimizer_.size(), "GradScaler: ", flags.size(),
+             " found-inf flags given for the ", per_optimizer_.size(),
+             " optimizers unscaled since the last update");
+  for (size_t i = 0; i < flags.size(); ++i) {
+    MIXP_CHECK(per_optimizer_[i].stage == Stage::unscaled,
+               "GradScaler: optimizer ", i, " was already stepped; set the flags before step()");
+    per_optimizer_[i].found_inf = flags[i];
+  }
+}
+
 std::map<std::string, double> GradScaler::state() const {
   if (!options_.enabled) return {};
   std::map<std::string, double> s = {

@@ -52,6 +52,11 @@ json summary_object(const TrainResult& r) {
           {"final_loss_scale", r.final_loss_scale},
           {"skipped_steps", r.skipped_steps},
           {"nonfinite_skipped_steps", r.nonfinite_steps},
+          {"world_size", r.world_size},
+          {"reduce_dtype", r.reduce_dtype.empty() ? json(nullptr) : json(r.reduce_dtype)},
+          {"deterministic", r.deterministic},
+          {"zero_stage", 0},
+          {"bytes_sent_per_step", r.bytes_sent_per_step},
           {"evals", evals}};
 }
 
@@ -239,6 +244,11 @@ TrainResult read_finished_run(const std::string& dir) {
     r.bits_per_char = optional_of(j, "bits_per_char");
     if (!j.at("config").is_null()) r.config = j.at("config").dump();
     r.median_step_ms = j.at("median_step_ms").get<double>();
+    r.world_size = j.value("world_size", 1);
+    if (j.contains("reduce_dtype") && !j.at("reduce_dtype").is_null())
+      r.reduce_dtype = j.at("reduce_dtype").get<std::string>();
+    r.deterministic = j.value("deterministic", false);
+    r.bytes_sent_per_step = j.value("bytes_sent_per_step", int64_t{0});
     r.samples_per_s = j.at("samples_per_s").get<double>();
     for (const auto& [tag, bytes] : j.at("peak_memory_bytes").items())
       r.peak_memory[tag] = bytes.get<int64_t>();

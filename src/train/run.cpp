@@ -368,6 +368,12 @@ nlohmann::json train_json(const TrainOptions& t) {
           {"eval_interval", t.eval_interval},
           {"log_interval", t.log_interval},
           {"grad_accum", t.grad_accum},
+          {"parallel",
+           {{"reduce_dtype", t.parallel.reduce_dtype},
+            {"deterministic", t.parallel.deterministic},
+            {"bucket_bytes", t.parallel.bucket_bytes},
+            {"first_bucket_bytes", t.parallel.first_bucket_bytes},
+            {"check_replicas", t.parallel.check_replicas}}},
           {"clip_norm", t.clip_norm},
           {"checkpoint_every", t.checkpoint_every},
           {"keep_checkpoints", t.keep_checkpoints},
@@ -413,6 +419,13 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   c.eval_interval = t.at("eval_interval").get<int64_t>();
   c.log_interval = t.at("log_interval").get<int64_t>();
   c.grad_accum = t.value("grad_accum", int64_t{1});
+  if (const auto p = t.find("parallel"); p != t.end()) {
+    c.parallel.reduce_dtype = p->at("reduce_dtype").get<std::string>();
+    c.parallel.deterministic = p->at("deterministic").get<bool>();
+    c.parallel.bucket_bytes = p->at("bucket_bytes").get<int64_t>();
+    c.parallel.first_bucket_bytes = p->at("first_bucket_bytes").get<int64_t>();
+    c.parallel.check_replicas = p->at("check_replicas").get<bool>();
+  }
   c.clip_norm = t.at("clip_norm").get<double>();
   c.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
   c.keep_checkpoints = t.at("keep_checkpoints").get<int>();

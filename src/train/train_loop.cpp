@@ -7,6 +7,7 @@
 
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
+#include "mixp/dist/communicator.h"
 #include "mixp/error.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/memory.h"
@@ -23,6 +24,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Each micro-batch of a step draws its dropout masks from its own 2^36 words of the generator's
+// counter: the same masks whichever process computes it.
+constexpr uint64_t kMicroBatchWords = uint64_t{1} << 36;
+
+PhiloxState micro_batch_generator(PhiloxState base, int64_t index) {
+  base.offset += uint64_t(index) * kMicroBatchWords;
+  return base;
+}
+
+void check_micro_batch_draws(const PhiloxState& base, int64_t index, const PhiloxState& now) {
+  const uint64_t drawn = now.offset - micro_batch_generator(base, index).offset;
+  MIXP_CHECK(drawn <= kMicroBatchWords, "one micro-batch drew ", drawn,
+             " random words for dropout, more than the ", kMicroBatchWords,
+             " it has; use more micro-batches (--grad-accum)");
+}
+
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -37,10 +54,11 @@ std::string number_text(double v) {
 
 TrainResult Trainer::run() {
   model_.set_training(true);
+  if (parallel_) parallel_->check_same_configuration(config_);
   check_memory();
   open_folder();
   if (o_.resume) resume();
-  if (!o_.out_dir.empty()) write_metrics_history();
+  if (writes()) write_metrics_history();
   observer_.on_start(o_.model_name, preset_.name, total_, c_.step);
   const bool checkpointing = o_.checkpoint_every > 0;
   bool checkpoint_due = false;
@@ -61,7 +79,8 @@ TrainResult Trainer::run() {
     check_divergence(outcome);
     if (eval_every_ > 0 && c_.step % eval_every_ == 0) run_eval();
     sample_if_due();
-    const bool stop = o_.stop_requested && o_.stop_requested();
+    // The ranks agreed on it during the step, so that all stop after the same one.
+    const bool stop = parallel_ ? outcome.stop : o_.stop_requested && o_.stop_requested();
     // A checkpoint falls due every checkpoint_every steps, and waits for a step that updated:
     // one taken among skipped steps would hold a run on its way to diverging as the last good
     // state.
@@ -93,7 +112,7 @@ TrainResult Trainer::run() {
   r.peak_memory["total"] = stats.peak_total;
   for (int d = 0; d < kDTypeCount; ++d)
     if (stats.peak(DType(d)) > 0) r.peak_memory_by_dtype[name_of(DType(d))] = stats.peak(DType(d));
-  if (!o_.out_dir.empty()) {
+  if (writes()) {
     metrics_.close();
     write_finished_run(o_.out_dir, model_, r);
   }
@@ -103,8 +122,8 @@ TrainResult Trainer::run() {
 
 // Refuses a run whose peak would not fit, before anything is written.
 void Trainer::check_memory() {
-  const std::optional<MemoryEstimate> e =
-      estimate_memory(model_, data_, preset_, params_, o_.grad_accum);
+  const int64_t parts = o_.grad_accum * (parallel_ ? parallel_->size() : 1);
+  const std::optional<MemoryEstimate> e = estimate_memory(model_, data_, preset_, params_, parts);
   if (!e) return;
   const int64_t limit = o_.max_memory > 0 ? o_.max_memory : available_memory();
   MIXP_CHECK(limit <= 0 || e->total() <= limit, "this run needs ", e->describe(),
@@ -123,14 +142,22 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   out.scale = scaler_.get_scale();
   if (o_.hooks.before_forward) o_.hooks.before_forward(c_.step, out.scale);
   out.loss = forward_backward(batch);
+  if (parallel_) {
+    const DataParallel::Agreement agreed =
+        parallel_->agree(out.loss, o_.stop_requested && o_.stop_requested());
+    out.loss = agreed.loss;
+    out.stop = agreed.stop;
+  }
   if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
   if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
+  if (parallel_ && scaler_.is_enabled()) parallel_->agree_on_found_inf(scaler_);
   const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
   const double norm = optim::clip_grad_norm(params_, max_norm);
   out.grad_norm = norm;
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
-  const bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
+  bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
+  if (parallel_ && !scaler_.is_enabled()) nonfinite = parallel_->any(nonfinite);
   if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, before);
   out.dropped = nonfinite;
   out.applied = !nonfinite;
@@ -143,36 +170,64 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
     if (c_.first_overflow.empty()) c_.first_overflow = c_.streak_overflow;
   }
   scaler_.update();
-  if (fp8_) fp8_->update();
+  if (fp8_) {
+    if (parallel_) parallel_->agree_on_amax(*fp8_);
+    fp8_->update();
+  }
   for (auto& g : optimizers_) g.optimizer->zero_grad();
+  if (parallel_) {
+    parallel_->broadcast_buffers(model_);
+    if (o_.parallel.check_replicas) parallel_->check_replicas(model_, c_.step + 1);
+    parallel_->end_step();
+  }
   out.samples = batch.x.size(0);
   out.ms = ms_since(start);
   return out;
 }
 
-// Forward and backward of the batch, in grad_accum micro-batches whose losses are weighted by
-// their share of the samples, so that the gradients add up to the whole batch's mean loss's.
-// Returns that loss.
+// Forward and backward of this rank's share of the batch, in grad_accum micro-batches whose
+// losses are weighted by their share of the whole batch, so that the gradients (summed over the
+// ranks) add up to the whole batch's mean loss's. The micro-batches are numbered over all ranks
+// (rank r has r x grad_accum ... (r + 1) x grad_accum - 1), each a fixed slice of the batch and
+// a fixed part of the dropout generator's counter, so that any split of the same parts between
+// processes computes the same thing. Returns this rank's weighted loss.
 double Trainer::forward_backward(const data::Batch& batch) {
-  const int64_t n = batch.x.size(0), parts = std::min<int64_t>(o_.grad_accum, n);
+  const int64_t n = batch.x.size(0);
+  const int64_t ranks = parallel_ ? parallel_->size() : 1, rank = parallel_ ? parallel_->rank() : 0;
+  const int64_t local = o_.grad_accum, parts = local * ranks;
+  const std::optional<PhiloxState> base =
+      parts > 1 ? model_.generator_state() : std::optional<PhiloxState>();
   double loss_sum = 0.0;
-  for (int64_t i = 0; i < parts; ++i) {
-    const int64_t begin = n * i / parts, end = n * (i + 1) / parts;
-    const bool whole = parts == 1;
-    const Tensor x = whole ? batch.x : batch.x.slice(begin, end);
-    const Tensor y = whole ? batch.y : batch.y.slice(begin, end);
-    Tensor loss;
-    {
-      auto scope = preset_.autocast();
-      std::optional<amp::Fp8Autocast> fp8_scope;
-      if (fp8_) fp8_scope.emplace(*fp8_);
-      loss = task_loss(model_.forward(x), y, task_);
-      if (!whole) loss = ops::mul_scalar(loss, double(end - begin) / double(n));
-    }
-    scaler_.scale(loss).backward();
-    loss_sum += loss.item();
+  for (int64_t i = 0; i < local; ++i) {
+    const int64_t index = rank * local + i;
+    if (parallel_ && i == local - 1) parallel_->reducer().arm();
+    if (base) model_.set_generator_state(micro_batch_generator(*base, index));
+    const Share share = parts > 1 ? share_of(n, index, parts) : Share{0, n};
+    if (share.begin < share.end) micro_batch(batch, share, n, parts > 1, loss_sum);
+    if (base) check_micro_batch_draws(*base, index, *model_.generator_state());
   }
+  if (base) model_.set_generator_state(micro_batch_generator(*base, parts));
+  if (parallel_) parallel_->reducer().finish();
   return loss_sum;
+}
+
+// Forward and backward of rows [share.begin, share.end) of a batch of n, the loss weighted by
+// its share when `weighted`.
+void Trainer::micro_batch(const data::Batch& batch, Share share, int64_t n, bool weighted,
+                          double& loss_sum) {
+  const bool whole = share.begin == 0 && share.end == n;
+  const Tensor x = whole ? batch.x : batch.x.slice(share.begin, share.end);
+  const Tensor y = whole ? batch.y : batch.y.slice(share.begin, share.end);
+  Tensor loss;
+  {
+    auto scope = preset_.autocast();
+    std::optional<amp::Fp8Autocast> fp8_scope;
+    if (fp8_) fp8_scope.emplace(*fp8_);
+    loss = task_loss(model_.forward(x), y, task_);
+    if (weighted) loss = ops::mul_scalar(loss, double(share.end - share.begin) / double(n));
+  }
+  scaler_.scale(loss).backward();
+  loss_sum += loss.item();
 }
 
 // on_nonfinite = stop: nothing was updated; the state before the step is written as the
@@ -295,6 +350,7 @@ void Trainer::prepare_samples() {
 // A sample every sample_every steps, in evaluation mode, with nothing of the run's state.
 void Trainer::sample_if_due() {
   if (!sample_inference_ || c_.step % o_.sample_every != 0) return;
+  if (parallel_ && parallel_->rank() != 0) return;  // rank 0 reports for all
   const std::string& v = o_.vocabulary;
   const SampleOptions options{
       .prompt = std::string(1, v.find('\n') != std::string::npos ? '\n' : v[0]),
@@ -308,7 +364,7 @@ void Trainer::sample_if_due() {
 
 void Trainer::run_eval() {
   if (!c_.evals.empty() && c_.evals.back().step == c_.step) return;
-  c_.evals.push_back(evaluate(model_, data_, preset_, fp8_.get(), c_.step));
+  c_.evals.push_back(evaluate(model_, data_, preset_, fp8_.get(), c_.step, parallel_.get()));
   if (metrics_.is_open()) metrics_ << metrics_json(c_.evals.back(), run_id_) << "\n" << std::flush;
   observer_.on_eval(c_.evals.back());
   if (!std::isfinite(c_.evals.back().loss))
@@ -406,6 +462,16 @@ void validate_options(const TrainOptions& o) {
              o.sample_every);
   MIXP_CHECK(o.sample_tokens >= 1, "the sample length (--sample-tokens) must be >= 1, got ",
              o.sample_tokens);
+  const DataParallelOptions& p = o.parallel;
+  MIXP_CHECK(p.reduce_dtype == "f32" || p.reduce_dtype == "bf16",
+             "the gradients are reduced in f32 or bf16 (--reduce-dtype), got '", p.reduce_dtype,
+             "'");
+  MIXP_CHECK(!p.deterministic || p.reduce_dtype == "f32",
+             "--deterministic sums the gradients in their own dtype, as one process accumulates "
+             "them; it cannot be combined with --reduce-dtype ", p.reduce_dtype);
+  MIXP_CHECK(p.bucket_bytes > 0 && p.first_bucket_bytes > 0,
+             "the gradient buckets must hold more than 0 bytes, got ", p.first_bucket_bytes,
+             " for the first and ", p.bucket_bytes, " for the others");
   const DivergenceLimits& l = o.limits;
   MIXP_CHECK(std::isfinite(l.min_loss_scale) && l.min_loss_scale >= 0,
              "the minimum loss scale must be >= 0 (0: no floor), got ", l.min_loss_scale);

@@ -8,6 +8,7 @@
 
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
+#include "mixp/dist/communicator.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
@@ -24,13 +25,20 @@
 namespace mixp::train {
 
 EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset,
-                     amp::Fp8State* fp8, int64_t step) {
+                     amp::Fp8State* fp8, int64_t step, const DataParallel* parallel) {
   model.set_training(false);
   double loss_sum = 0.0;
   int64_t count = 0, correct = 0;
   {
     NoGradGuard no_grad;
-    data.for_each_eval_batch([&](const data::Batch& batch) {
+    data.for_each_eval_batch([&](const data::Batch& whole) {
+      data::Batch batch = whole;
+      if (parallel) {
+        const Share share = share_of(whole.x.size(0), parallel->rank(), parallel->size());
+        if (share.begin == share.end) return;
+        batch.x = whole.x.slice(share.begin, share.end);
+        batch.y = whole.y.slice(share.begin, share.end);
+      }
       Tensor logits, loss;
       {
         auto scope = preset.autocast();
@@ -50,6 +58,13 @@ EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& pre
     });
   }
   model.set_training(true);
+  if (parallel) {
+    const std::vector<double> sums =
+        parallel->sum_over_ranks({loss_sum, double(count), double(correct)});
+    loss_sum = sums[0];
+    count = int64_t(sums[1]);
+    correct = int64_t(sums[2]);
+  }
   MIXP_CHECK(count > 0, "the evaluation data holds no samples");
   EvalMetrics e;
   e.step = step;
@@ -131,7 +146,26 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
     named.emplace_back(named_params_[i].first, params_[i]);
   optimizers_ = make_optimizers(named, o, preset_, task_ == nn::Task::language_model);
   schedule_ = make_schedule(o, task_ == nn::Task::language_model, total_);
+  start_data_parallel();
   prepare_samples();
+}
+
+// N > 1 ranks: the batch must split into N x grad_accum parts, and the gradients are reduced.
+void Trainer::start_data_parallel() {
+  dist::Communicator* comm = o_.parallel.communicator;
+  if (comm == nullptr || comm->size() <= 1) return;
+  const int64_t ranks = comm->size(), batch = data_.batch_size();
+  MIXP_CHECK(batch <= 0 || batch % (ranks * o_.grad_accum) == 0, "a global batch of ", batch,
+             " samples does not split into ", ranks, " processes",
+             o_.grad_accum > 1 ? detail::concat(" x ", o_.grad_accum, " micro-batches (--grad-accum)")
+                               : std::string(),
+             ": choose a --batch that is a multiple of ", ranks * o_.grad_accum);
+  MIXP_CHECK(!o_.parallel.deterministic || o_.grad_accum == 1,
+             "--deterministic with ", ranks, " processes takes one micro-batch per process; it "
+             "is then bitwise one process with --grad-accum ", ranks,
+             ". Drop --grad-accum ", o_.grad_accum, ", or --deterministic");
+  parallel_ = std::make_unique<DataParallel>(*comm, o_);
+  parallel_->make_reducer(params_);
 }
 
 // The parameters as the preset stores them, written back into the model.
@@ -151,18 +185,22 @@ void Trainer::cast_parameters() {
 }
 
 // The folder, locked; a new run's id and run.json, or the resumed run's id.
+// With data parallelism rank 0 holds the folder and the others take its run id.
 void Trainer::open_folder() {
   if (o_.out_dir.empty()) {
     run_id_ = new_run_id();
-    return;
+  } else if (!writes()) {
+    if (o_.resume) run_id_ = folder_run_id(o_.out_dir);
+  } else {
+    folder_.emplace(o_.out_dir, o_.resume, o_.overwrite);
+    if (o_.resume) {
+      run_id_ = folder_run_id(o_.out_dir);  // "" for a folder from before run ids: any checkpoint
+    } else {
+      run_id_ = new_run_id();
+      write_run_json();
+    }
   }
-  folder_.emplace(o_.out_dir, o_.resume, o_.overwrite);
-  if (o_.resume) {
-    run_id_ = folder_run_id(o_.out_dir);  // "" for a folder from before run ids: any checkpoint
-    return;
-  }
-  run_id_ = new_run_id();
-  write_run_json();
+  if (parallel_) run_id_ = parallel_->broadcast_text(run_id_);
 }
 
 void Trainer::write_run_json() const {
@@ -273,7 +311,8 @@ void Trainer::resume() {
   }
   if (run_id_.empty()) {  // a folder from before run.json: the run takes an id from now on
     run_id_ = c->run_id.empty() ? new_run_id() : c->run_id;
-    write_run_json();
+    if (parallel_) run_id_ = parallel_->broadcast_text(run_id_);
+    if (writes()) write_run_json();
   }
   resumed_from_ = c->step;
   last_checkpoint_ = c->path;
@@ -281,10 +320,12 @@ void Trainer::resume() {
   observer_.on_note("resumed from " + c->path + " at step " + std::to_string(c_.step));
 }
 
+// With data parallelism every part of the state is the same on every rank: rank 0 writes it.
 void Trainer::save_checkpoint(const Before* before) {
   MIXP_CHECK(!o_.out_dir.empty(), "stopping writes a checkpoint, which needs a run folder");
-  last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state_dict(before),
-                                          {{"config", config_}}, o_.keep_checkpoints);
+  if (writes())
+    last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state_dict(before),
+                                            {{"config", config_}}, o_.keep_checkpoints);
   checkpoint_step_ = c_.step;
 }
 
@@ -308,6 +349,12 @@ TrainResult Trainer::result() const {
   r.nonfinite_steps = c_.nonfinite;
   r.resumed_from = resumed_from_;
   r.last_checkpoint = last_checkpoint_;
+  if (parallel_) {
+    r.world_size = parallel_->size();
+    r.reduce_dtype = parallel_->reducer().wire_dtypes();
+    r.deterministic = o_.parallel.deterministic;
+    r.bytes_sent_per_step = parallel_->bytes_sent_per_step();
+  }
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "mixp/train/trained_model.h"
 #include "mixp/train/trainer.h"
 #include "train/counters.h"
+#include "train/data_parallel.h"
 #include "train/optimizer_setup.h"
 #include "train/run_folder.h"
 
@@ -21,8 +22,10 @@ namespace mixp::train {
 
 /// The loss and accuracy or bits per character of `model` on every evaluation batch of `data`,
 /// under the preset (and its FP8 state), at `step`.
+/// With `parallel`, each rank evaluates its share of every batch and the sums are added over
+/// the ranks.
 EvalMetrics evaluate(TrainModel& model, DataSource& data, const amp::Preset& preset,
-                     amp::Fp8State* fp8, int64_t step);
+                     amp::Fp8State* fp8, int64_t step, const DataParallel* parallel = nullptr);
 
 /// The first parameter whose gradient holds a NaN or an infinity: "the gradient of 'fc.weight'
 /// holds nan at element 3", or "" when every gradient is finite.
@@ -42,6 +45,7 @@ struct StepOutcome {
   double grad_norm = 0.0;  // the total gradient norm before clipping
   bool applied = false;
   bool dropped = false;  // on_nonfinite = skip dropped the batch
+  bool stop = false;     // data parallelism: some rank was asked to stop
   int64_t samples = 0;
   double ms = 0.0;
 };
@@ -53,6 +57,11 @@ class Trainer {
 
  private:
   void cast_parameters();
+  void start_data_parallel();
+  // This process writes the run folder: it has one and is rank 0.
+  bool writes() const { return !o_.out_dir.empty() && (!parallel_ || parallel_->rank() == 0); }
+  void micro_batch(const data::Batch& batch, Share share, int64_t n, bool weighted,
+                   double& loss_sum);
   void check_memory();
   void open_folder();
   void write_run_json() const;
@@ -97,6 +106,7 @@ class Trainer {
   int64_t resumed_from_ = 0;
   std::optional<RunFolder> folder_;
   std::ofstream metrics_;
+  std::unique_ptr<DataParallel> parallel_;
   nn::Model* sample_model_ = nullptr;  // the model behind model_, when samples are drawn
   std::unique_ptr<Inference> sample_inference_;
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,10 @@ struct TrainCommandOptions {
   int64_t eval_interval = 0;
   int64_t log_interval = 10;
   int64_t grad_accum = 1;  ///< micro-batches per step
+  std::string reduce_dtype = "f32";  ///< under mpirun: the gradients on the wire, f32 or bf16
+  bool deterministic = false;        ///< under mpirun: bitwise one process with --grad-accum N
+  double bucket_mb = 25.0;           ///< under mpirun: MiB per gradient bucket
+  bool check_replicas = false;       ///< under mpirun: prove the ranks' weights equal each step
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
   int64_t checkpoint_every = 0;       ///< steps between checkpoints; 0: none
@@ -105,6 +110,11 @@ void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
 /// Throws mixp::Error when mpirun started this process as one of several: the trainer trains
 /// one process alone.
 void refuse_several_processes();
+/// Runs `body` in a process that is one of several ranks started by mpirun: an error is
+/// printed (by rank 0 as usual, by the others with their rank), and the process ends with
+/// status 2 at once, without waiting on the other ranks, which mpirun then ends. A single
+/// process returns body()'s status and lets errors through.
+int as_one_of_the_ranks(int rank, int ranks, const std::function<int()>& body);
 /// mixp train: progress and the final line to `out`, the run folder to options.out.
 int run_train_command(const TrainCommandOptions& options, std::FILE* out);
 /// mixp compare: each precision into out/<precision>/, then the table to `out`.

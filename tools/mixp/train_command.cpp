@@ -223,6 +223,20 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   command.add_option("--grad-accum", o.grad_accum,
                      "split each batch into this many micro-batches, their gradients added: the "
                      "same step at the activation memory of one part (default 1)");
+  if (!compare) {
+    command.add_option("--reduce-dtype", o.reduce_dtype,
+                       "under mpirun: the dtype the gradients are reduced in, f32 (default) or "
+                       "bf16 (sent as bf16, added in fp32, rounded once: half the bytes)");
+    command.add_flag("--deterministic", o.deterministic,
+                     "under mpirun -np N: sum the gradients in rank order, so that the run is "
+                     "bitwise one process with --grad-accum N");
+    command.add_option("--bucket-mb", o.bucket_mb,
+                       "under mpirun: MiB of gradients per reduction bucket (default 25; the "
+                       "first bucket is 1 MiB or less)");
+    command.add_flag("--check-replicas", o.check_replicas,
+                     "under mpirun: after every step, check that every rank holds bitwise the "
+                     "same weights (a hash, all-gathered)");
+  }
   command.add_option("--layers", o.layers,
                      "gpt blocks (default 6), lstm layers (default 2) or deep-mlp hidden layers "
                      "(default 2)");
@@ -324,6 +338,14 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.log_interval = o.log_interval;
   MIXP_CHECK(o.grad_accum >= 1, "--grad-accum must be at least 1, got ", o.grad_accum);
   c.train.grad_accum = o.grad_accum;
+  c.train.parallel.reduce_dtype = o.reduce_dtype;
+  c.train.parallel.deterministic = o.deterministic;
+  MIXP_CHECK(std::isfinite(o.bucket_mb) && o.bucket_mb > 0 && o.bucket_mb <= 1024,
+             "--bucket-mb must be in (0, 1024], got ", o.bucket_mb);
+  c.train.parallel.bucket_bytes = std::max<int64_t>(1, int64_t(o.bucket_mb * 1024 * 1024));
+  c.train.parallel.first_bucket_bytes =
+      std::min(c.train.parallel.bucket_bytes, int64_t{1} << 20);
+  c.train.parallel.check_replicas = o.check_replicas;
   c.train.on_nonfinite = train::parse_on_nonfinite(o.on_nonfinite);
   MIXP_CHECK(o.underflow_growth >= 0.0 && o.underflow_growth < 1.0,
              "--underflow-growth must be in [0, 1), got ", o.underflow_growth);
@@ -415,6 +437,13 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--val-fraction", text_of(fresh.val_fraction), text_of(c.val_fraction));
   same("--batch", number(o.batch), number(c.batch));
   same("--grad-accum", number(o.grad_accum), number(c.train.grad_accum));
+  same("--reduce-dtype", o.reduce_dtype, c.train.parallel.reduce_dtype);
+  if (given("--deterministic") && !c.train.parallel.deterministic)
+    MIXP_CHECK(false, "--resume: the run was not started with --deterministic; it continues as it "
+                      "started");
+  same("--bucket-mb", text_of(fresh.train.parallel.bucket_bytes / 1048576.0),
+       text_of(c.train.parallel.bucket_bytes / 1048576.0));
+  c.train.parallel.check_replicas = o.check_replicas;
   same("--lr", text_of(o.lr), text_of(c.train.lr));
   same("--seed", number(fresh.train.seed), number(c.train.seed));
   same("--optimizer", o.optimizer, c.train.optimizer.name);
@@ -466,6 +495,26 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
 
 }  // namespace
 
+int as_one_of_the_ranks(int rank, int ranks, const std::function<int()>& body) {
+  if (ranks <= 1) return body();
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    const std::string text =
+        error && !error->is_internal() ? error->message() : std::string(e.what());
+    if (rank == 0)
+      std::fprintf(stderr, "mixp train: %s\n", text.c_str());
+    else
+      std::fprintf(stderr, "mixp train (rank %d of %d): %s\n", rank, ranks, text.c_str());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Not a return: unwinding would finalize MPI, which waits for ranks that may be blocked in a
+  // collective with this one. mpirun ends them when a rank exits with a non-zero status.
+  std::_Exit(2);
+}
+
 void refuse_several_processes() {
   const dist::Launch launch = dist::launch_from_environment();
   MIXP_CHECK(launch.world_size <= 1, "this process is rank ", launch.rank, " of ",
@@ -474,8 +523,9 @@ void refuse_several_processes() {
              "rank would train alone. Run mixp train as one process");
 }
 
-int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
-  refuse_several_processes();
+namespace {
+
+int train_as_rank(const TrainCommandOptions& o, std::FILE* out, dist::Communicator& comm) {
   train::RunConfig c;
   if (!o.resume.empty()) {
     c = train::resume_config(
@@ -486,11 +536,13 @@ int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
     c = run_config(resolved, "runs/" + resolved.model + "-" + o.precision);
   }
   train::ProgressPrinter progress(out);
-  c.train.observer = &progress;
+  if (comm.rank() == 0) c.train.observer = &progress;  // rank 0 speaks for all
+  c.train.parallel.communicator = &comm;
   c.train.stop_requested = [] { return stop_signal() != 0; };
   install_stop_handlers();
   const train::TrainResult r = train::run_train(c);
   if (r.stopped) {
+    if (comm.rank() != 0) return 0;
     std::fprintf(out,
                  "stopped by signal %d after step %lld: checkpoint %s; continue with "
                  "mixp train --resume %s\n",
@@ -499,8 +551,16 @@ int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
     std::fflush(out);
     return 0;
   }
-  std::fprintf(out, "run folder: %s\n", c.train.out_dir.c_str());
+  if (comm.rank() == 0) std::fprintf(out, "run folder: %s\n", c.train.out_dir.c_str());
   return 0;
+}
+
+}  // namespace
+
+int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
+  const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
+  return as_one_of_the_ranks(comm->rank(), comm->size(),
+                             [&] { return train_as_rank(o, out, *comm); });
 }
 
 }  // namespace mixp::cli

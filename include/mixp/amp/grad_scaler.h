@@ -175,6 +175,16 @@ class GradScaler {
   int64_t steps() const { return steps_; }
   /// Whether unscale() of `optimizer` since the last update() found an inf or NaN.
   bool found_inf(const optim::Optimizer& optimizer) const;
+  /// Whether each optimizer unscaled since the last update() found an inf or NaN, in the order
+  /// unscale() saw them.
+  std::vector<bool> found_inf_flags() const;
+  /// Replaces those flags before step(), as data parallelism does with their OR over the
+  /// ranks, so that every rank skips the same steps and keeps the same scale. Throws
+  /// mixp::Error when their number differs or an optimizer was already stepped.
+  ///
+  ///   for (auto& opt : optimizers) scaler.unscale(opt);
+  ///   scaler.set_found_inf_flags(or_over_ranks(scaler.found_inf_flags()));
+  void set_found_inf_flags(const std::vector<bool>& flags);
 
   /// Every change of the scale, oldest first.
   const std::vector<ScaleChangeRecord>& scale_log() const { return log_; }

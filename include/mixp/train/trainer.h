@@ -88,6 +88,27 @@
 // so the learning rate of the steps that follow rises to the longer run's curve, and the steps
 // already taken followed the shorter one: such a run is not the longer run's bits.
 //
+// Data parallelism (TrainOptions::parallel, with a communicator of N > 1 ranks: mixp/dist/
+// communicator.h). Every rank holds the whole model and reads the same batches (the same seed
+// and loader state); the batch is the global one, and rank r trains on rows [B r / N,
+// B (r + 1) / N) of it, split again into grad_accum micro-batches. Each micro-batch's loss is
+// weighted by its share of the global batch, so the sum of the ranks' gradients is the global
+// batch's mean gradient. The gradients are summed over the ranks in buckets (GradientReducer:
+// 25 MB, the first 1 MB, in reverse parameter order) whose non-blocking all-reduces start
+// during backward as each bucket's gradients are final; reduce_dtype f32 (the default) or
+// bf16 (sent as bf16, added in fp32, rounded once). The ranks then agree, each step, on the
+// loss (summed), on whether any was asked to stop, on each optimizer's found-inf (so all skip
+// the same steps and keep one loss scale) and on the FP8 amaxes (their maximum, as Transformer
+// Engine reduces them); buffers (batch-norm running statistics) are rank 0's, broadcast after
+// every step, as PyTorch DDP's. So every rank holds the same parameters after every step
+// (check_replicas proves it with a hash). With `deterministic`, the gradients are summed in
+// rank order in their own dtype (dist::ReduceOp::ordered_sum): N ranks are then bitwise one
+// process with grad_accum N over the same batch (dropout draws each micro-batch's masks from
+// its own part of the generator's counter, 2^36 words apart, whenever a step has more than one
+// micro-batch, so that both draw the same masks). Evaluation is shared the same way and summed.
+// Rank 0 alone writes the run folder; the others read it to resume. The global batch must
+// divide by N x grad_accum; the ranks refuse to start when their configurations differ.
+//
 // The trainer sees a model through TrainModel and its data through DataSource; the built-in
 // models and data sets come through mixp/train/run.h, and tests define small ones.
 //
@@ -118,6 +139,10 @@
 #include "mixp/random.h"
 #include "mixp/state_dict.h"
 #include "mixp/tensor.h"
+
+namespace mixp::dist {
+class Communicator;
+}
 
 namespace mixp::train {
 
@@ -270,6 +295,20 @@ class TrainObserver {
   virtual void on_finish(const TrainResult& /*result*/) {}
 };
 
+/// Data parallelism across processes (see the header comment).
+struct DataParallelOptions {
+  /// The ranks that train together; nullptr, or one of size 1: this process alone. Not owned.
+  dist::Communicator* communicator = nullptr;
+  std::string reduce_dtype = "f32";  ///< the gradients on the wire: f32 or bf16
+  /// Bitwise one process with grad_accum = ranks (needs grad_accum 1 and reduce_dtype f32).
+  bool deterministic = false;
+  int64_t bucket_bytes = int64_t{25} << 20;       ///< a gradient bucket, > 0
+  int64_t first_bucket_bytes = int64_t{1} << 20;  ///< the first bucket (last layers), > 0
+  /// After every step, all-gather a hash of every rank's parameters and buffers and stop with
+  /// mixp::Error when they differ (the tests turn it on).
+  bool check_replicas = false;
+};
+
 struct TrainOptions {
   std::string model_name = "model";  ///< for the summary and the log
   std::string precision = "fp32";    ///< a preset name (mixp/amp/presets.h)
@@ -336,6 +375,7 @@ struct TrainOptions {
   /// Language models: > 0 draws a sample every this many steps (see samples, above).
   int64_t sample_every = 0;
   int64_t sample_tokens = 200;  ///< characters per sample, >= 1
+  DataParallelOptions parallel{};
   /// Language models built on nn::Model: token i is character vocabulary[i]; needed for
   /// samples (run.h sets it from the text). Not part of the stored configuration.
   std::string vocabulary{};
@@ -365,6 +405,10 @@ struct TrainResult {
   bool stopped = false;         ///< stop_requested() ended the run early
   int64_t resumed_from = 0;     ///< the step of the checkpoint resumed, 0 when none
   std::string last_checkpoint;  ///< the path of the last checkpoint written, if any
+  int world_size = 1;           ///< the ranks that trained together
+  std::string reduce_dtype{};   ///< their gradients' dtype on the wire; empty for one process
+  bool deterministic = false;   ///< DataParallelOptions::deterministic
+  int64_t bytes_sent_per_step = 0;  ///< by each rank, in the last step
 };
 
 /// The loss the trainer minimizes: classifiers and language models the mean cross entropy of

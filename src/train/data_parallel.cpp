@@ -1,0 +1,285 @@
+#include "train/data_parallel.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "mixp/autograd.h"
+#include "mixp/error.h"
+
+namespace mixp::train {
+
+// ---- GradientReducer --------------------------------------------------------------------------
+
+GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Tensor>& params,
+                                 Settings settings)
+    : comm_(comm), params_(params), settings_(settings) {
+  bucket_of_.assign(params_.size(), 0);
+  ready_.assign(params_.size(), false);
+  int64_t filled = 0;
+  std::vector<DType> dtypes;  // each bucket's
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& p = params_[k];
+    const DType dtype = settings_.wire.value_or(p.grad_dtype());
+    const int64_t bytes = p.numel() * int64_t(size_of(dtype));
+    const int64_t cap =
+        buckets_.size() == 1 ? settings_.first_bucket_bytes : settings_.bucket_bytes;
+    const bool fits = !buckets_.empty() && dtypes.back() == dtype && filled + bytes <= cap;
+    if (!fits) {
+      buckets_.emplace_back();
+      dtypes.push_back(dtype);
+      filled = 0;
+    }
+    Bucket& b = buckets_.back();
+    b.params.push_back(k);
+    b.starts.push_back(filled / int64_t(size_of(dtype)));
+    filled += bytes;
+    bucket_of_[k] = buckets_.size() - 1;
+  }
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    int64_t count = 0;
+    for (size_t k : buckets_[i].params) count += params_[k].numel();
+    buckets_[i].buffer = zeros({count}, dtypes[i], MemoryTag::gradient);
+  }
+  for (size_t k = 0; k < params_.size(); ++k)
+    autograd::set_gradient_accumulated_hook(params_[k], [this, k] { on_ready(k); });
+}
+
+GradientReducer::~GradientReducer() {
+  for (const Tensor& p : params_) autograd::set_gradient_accumulated_hook(p, {});
+  for (Bucket& b : buckets_) b.request = dist::Request();  // waits
+}
+
+void GradientReducer::arm() { armed_ = true; }
+
+void GradientReducer::on_ready(size_t param) {
+  if (!armed_ || ready_[param]) return;
+  ready_[param] = true;
+  ++buckets_[bucket_of_[param]].ready;
+  start_ready_buckets();
+  // MPI moves a non-blocking collective forward only inside MPI calls: give the oldest one in
+  // flight a turn while backward goes on.
+  for (size_t b = 0; b < next_to_start_; ++b) {
+    if (buckets_[b].request.pending()) {
+      buckets_[b].request.test();
+      break;
+    }
+  }
+}
+
+void GradientReducer::start_ready_buckets() {
+  while (next_to_start_ < buckets_.size() &&
+         buckets_[next_to_start_].ready == buckets_[next_to_start_].params.size())
+    start(buckets_[next_to_start_++]);
+}
+
+void GradientReducer::start(Bucket& b) {
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const Tensor& p = params_[b.params[j]];
+    Tensor part = b.buffer.slice(b.starts[j], b.starts[j] + p.numel());
+    const Tensor g = p.grad();
+    if (g.defined())
+      part.copy_(g.reshape({-1}));
+    else
+      part.fill_(0.0);
+  }
+  b.started = true;
+  b.request = comm_.start_all_reduce(
+      {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()}, settings_.op);
+}
+
+void GradientReducer::finish() {
+  armed_ = false;
+  while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
+  for (Bucket& b : buckets_) {
+    b.request.wait();
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      const Tensor& p = params_[b.params[j]];
+      Tensor g = p.grad();
+      if (g.defined()) g.copy_(b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(g.shape()));
+    }
+    b.ready = 0;
+    b.started = false;
+  }
+  ready_.assign(params_.size(), false);
+  next_to_start_ = 0;
+}
+
+std::string GradientReducer::wire_dtypes() const {
+  std::string names;
+  for (const Bucket& b : buckets_) {
+    const std::string name = name_of(b.buffer.dtype());
+    if (names.find(name) == std::string::npos) names += (names.empty() ? "" : "+") + name;
+  }
+  return names;
+}
+
+int64_t GradientReducer::payload_bytes() const {
+  int64_t bytes = 0;
+  for (const Bucket& b : buckets_) bytes += b.buffer.nbytes();
+  return bytes;
+}
+
+// ---- DataParallel -----------------------------------------------------------------------------
+
+namespace {
+
+// The first key (a JSON pointer) whose value differs, and both values.
+std::string first_difference(const nlohmann::json& mine, const nlohmann::json& rank0) {
+  const nlohmann::json a = mine.flatten(), b = rank0.flatten();
+  for (const auto& [key, value] : b.items()) {
+    if (!a.contains(key)) return key + " is " + value.dump() + " on rank 0 and absent here";
+    if (a.at(key) != value)
+      return key + " is " + a.at(key).dump() + " here and " + value.dump() + " on rank 0";
+  }
+  for (const auto& [key, value] : a.items())
+    if (!b.contains(key)) return key + " is " + value.dump() + " here and absent on rank 0";
+  return "";
+}
+
+uint64_t fnv1a(uint64_t hash, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ULL;
+  return hash;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(dist::Communicator& comm, const TrainOptions& o)
+    : comm_(comm),
+      reduce_dtype_(o.parallel.reduce_dtype),
+      deterministic_(o.parallel.deterministic),
+      bucket_bytes_(o.parallel.bucket_bytes),
+      first_bucket_bytes_(o.parallel.first_bucket_bytes) {}
+
+std::string DataParallel::broadcast_text(const std::string& text) const {
+  std::vector<int64_t> length{int64_t(text.size())};
+  comm_.broadcast(std::span(length), 0);
+  std::vector<uint8_t> bytes(static_cast<size_t>(length[0]));
+  if (rank() == 0) std::memcpy(bytes.data(), text.data(), bytes.size());
+  comm_.broadcast(std::span(bytes), 0);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void DataParallel::check_same_configuration(const std::string& config) const {
+  const nlohmann::json mine = {{"config", nlohmann::json::parse(config)},
+                               {"mixp_version", version()}};
+  const nlohmann::json rank0 = nlohmann::json::parse(broadcast_text(mine.dump()));
+  const std::string difference = first_difference(mine, rank0);
+  std::vector<int32_t> differs{difference.empty() ? 0 : 1}, all(static_cast<size_t>(size()));
+  comm_.all_gather(std::span<const int32_t>(differs), std::span(all));
+  for (int r = 0; r < size(); ++r) {
+    if (all[size_t(r)] == 0) continue;
+    MIXP_CHECK(r != rank(), "this process (rank ", r, " of ", size(),
+               ") was started with another configuration than rank 0: ", difference,
+               ". Every process of a run needs the same flags, data and mixp");
+    MIXP_CHECK(false, "rank ", r, " of ", size(),
+               " was started with another configuration than rank 0 (its message names the "
+               "difference). Every process of a run needs the same flags, data and mixp");
+  }
+}
+
+void DataParallel::make_reducer(const std::vector<Tensor>& params) {
+  GradientReducer::Settings s{.bucket_bytes = bucket_bytes_,
+                              .first_bucket_bytes = first_bucket_bytes_};
+  if (deterministic_) {
+    s.op = dist::ReduceOp::ordered_sum;
+  } else {
+    s.wire = parse_dtype(reduce_dtype_);
+  }
+  reducer_ = std::make_unique<GradientReducer>(comm_, params, s);
+}
+
+std::vector<double> DataParallel::gather(const std::vector<double>& local) const {
+  std::vector<double> all(local.size() * size_t(size()));
+  comm_.all_gather(std::span<const double>(local), std::span(all));
+  sent_values_ += int64_t(local.size()) * (size() - 1);
+  return all;
+}
+
+DataParallel::Agreement DataParallel::agree(double local_loss, bool local_stop) const {
+  const std::vector<double> all = gather({local_loss, local_stop ? 1.0 : 0.0});
+  Agreement a;
+  for (int r = 0; r < size(); ++r) {
+    a.loss += all[size_t(2 * r)];
+    a.stop = a.stop || all[size_t(2 * r + 1)] != 0.0;
+  }
+  return a;
+}
+
+bool DataParallel::any(bool local) const {
+  for (double v : gather({local ? 1.0 : 0.0}))
+    if (v != 0.0) return true;
+  return false;
+}
+
+void DataParallel::agree_on_found_inf(amp::GradScaler& scaler) const {
+  const std::vector<bool> mine = scaler.found_inf_flags();
+  const std::vector<double> all = gather(std::vector<double>(mine.begin(), mine.end()));
+  std::vector<bool> any(mine.size(), false);
+  for (size_t i = 0; i < all.size(); ++i) any[i % mine.size()] = any[i % mine.size()] || all[i] != 0;
+  scaler.set_found_inf_flags(any);
+}
+
+void DataParallel::agree_on_amax(amp::Fp8State& fp8) const {
+  std::vector<double> mine;
+  for (size_t s = 0; s < fp8.sites(); ++s)
+    for (const amp::Fp8Meta& m : fp8.metas(s)) mine.push_back(m.amax);
+  if (mine.empty()) return;
+  const std::vector<double> all = gather(mine);
+  std::vector<double> most(mine.size(), 0.0);
+  for (size_t i = 0; i < all.size(); ++i) {
+    double& m = most[i % mine.size()];
+    m = std::isnan(m) || std::isnan(all[i]) ? NAN : std::max(m, all[i]);
+  }
+  size_t i = 0;
+  for (size_t s = 0; s < fp8.sites(); ++s)
+    for (amp::Fp8Meta& m : fp8.metas(s)) m.amax = float(most[i++]);
+}
+
+void DataParallel::broadcast_buffers(TrainModel& model) const {
+  for (const auto& [name, buffer] : model.named_buffers()) {
+    if (!buffer || !buffer->defined() || buffer->numel() == 0) continue;
+    comm_.start_broadcast({buffer->raw_data(), size_t(buffer->numel()), buffer->dtype()}, 0).wait();
+    sent_buffer_bytes_ += buffer->nbytes();
+  }
+}
+
+void DataParallel::check_replicas(TrainModel& model, int64_t step) const {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const auto& [name, p] : model.named_parameters()) hash = fnv1a(hash, p->raw_data(), p->nbytes());
+  for (const auto& [name, b] : model.named_buffers())
+    if (b && b->defined()) hash = fnv1a(hash, b->raw_data(), b->nbytes());
+  const std::vector<int64_t> mine{std::bit_cast<int64_t>(hash)};
+  std::vector<int64_t> all(static_cast<size_t>(size()));
+  comm_.all_gather(std::span<const int64_t>(mine), std::span(all));
+  for (int r = 1; r < size(); ++r)
+    MIXP_CHECK(all[size_t(r)] == all[0], "after step ", step, " the parameters of rank ", r,
+               " differ from rank 0's (hash ", std::bit_cast<uint64_t>(all[size_t(r)]), " against ",
+               std::bit_cast<uint64_t>(all[0]), "): the replicas have drifted apart");
+}
+
+std::vector<double> DataParallel::sum_over_ranks(const std::vector<double>& local) const {
+  const std::vector<double> all = gather(local);
+  std::vector<double> sum(local.size(), 0.0);
+  for (size_t i = 0; i < all.size(); ++i) sum[i % local.size()] += all[i];
+  return sum;
+}
+
+void DataParallel::end_step() {
+  step_values_ = sent_values_ - values_at_step_start_;
+  values_at_step_start_ = sent_values_;
+  step_buffer_bytes_ = sent_buffer_bytes_ - buffer_bytes_at_step_start_;
+  buffer_bytes_at_step_start_ = sent_buffer_bytes_;
+}
+
+int64_t DataParallel::bytes_sent_per_step() const {
+  const int64_t n = size();
+  const int64_t gradients = reducer_ ? reducer_->payload_bytes() * 2 * (n - 1) / n : 0;
+  // A broadcast moves (N - 1) copies from the root: per rank, (N - 1) / N of the bytes.
+  return gradients + step_values_ * int64_t(sizeof(double)) + step_buffer_bytes_ * (n - 1) / n;
+}
+
+}  // namespace mixp::train

@@ -1,0 +1,148 @@
+// Data parallelism in the trainer: each rank's share of a batch, the reduction of the gradients
+// in buckets that start during backward, and what the ranks must agree on (the loss, found-inf,
+// FP8 amaxes, buffers, the configuration). Private to src/train.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixp/amp/fp8.h"
+#include "mixp/amp/grad_scaler.h"
+#include "mixp/dist/communicator.h"
+#include "mixp/tensor.h"
+#include "mixp/train/trainer.h"
+
+namespace mixp::train {
+
+/// The gradients of a step reduced over the ranks, bucket by bucket. Buckets hold the
+/// parameters in reverse order (backward reaches the last layers first), up to
+/// first_bucket_bytes for the first and bucket_bytes for the others, in one dtype each. When
+/// armed, each gradient-accumulated hook marks its parameter ready, and every bucket whose
+/// parameters are all ready starts its non-blocking all-reduce, always in bucket order (so that
+/// every rank starts the same collectives in the same order) while backward goes on.
+class GradientReducer {
+ public:
+  struct Settings {
+    dist::ReduceOp op = dist::ReduceOp::sum;
+    /// The dtype the gradients travel and are reduced in (f32 or bf16); unset: each
+    /// gradient's own dtype (the deterministic mode's ordered_sum).
+    std::optional<DType> wire{};
+    int64_t bucket_bytes = int64_t{25} << 20;
+    int64_t first_bucket_bytes = int64_t{1} << 20;
+  };
+
+  GradientReducer(dist::Communicator& comm, const std::vector<Tensor>& params, Settings settings);
+  /// Removes the hooks; waits for what is in flight.
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  /// The next backward is the step's last: its hooks start the buckets.
+  void arm();
+  /// After the last backward: starts the buckets not started yet, waits for every one, and
+  /// writes the reduced gradients back in their dtypes. A gradient no rank had stays unset.
+  void finish();
+  /// The bytes of all buckets: what each rank contributes to the reduction per step.
+  int64_t payload_bytes() const;
+  size_t buckets() const { return buckets_.size(); }
+  /// The dtypes the buckets travel in: "f32", "bf16", or several joined by "+".
+  std::string wire_dtypes() const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;   // indices into params_
+    std::vector<int64_t> starts;  // each one's first element in `buffer`
+    Tensor buffer;
+    size_t ready = 0;
+    bool started = false;
+    dist::Request request;
+  };
+  void on_ready(size_t param);
+  void start_ready_buckets();
+  void start(Bucket& bucket);
+
+  dist::Communicator& comm_;
+  std::vector<Tensor> params_;
+  Settings settings_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // by parameter
+  std::vector<bool> ready_;        // by parameter, this step
+  size_t next_to_start_ = 0;
+  bool armed_ = false;
+};
+
+/// The ranks of a run and what they share each step.
+class DataParallel {
+ public:
+  DataParallel(dist::Communicator& comm, const TrainOptions& options);
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  dist::Communicator& communicator() { return comm_; }
+
+  /// Throws mixp::Error on every rank, naming the first rank whose `config` (the run's JSON
+  /// configuration, with its data's fingerprint) or mixp version differs from rank 0's and the
+  /// first key that differs.
+  void check_same_configuration(const std::string& config) const;
+  /// rank 0's text on every rank.
+  std::string broadcast_text(const std::string& text) const;
+
+  /// The reducer of `params` under the options' reduce dtype and mode.
+  void make_reducer(const std::vector<Tensor>& params);
+  GradientReducer& reducer() { return *reducer_; }
+
+  /// The step's loss (the sum of the ranks' weighted losses, in rank order) and whether any
+  /// rank was asked to stop.
+  struct Agreement {
+    double loss = 0.0;
+    bool stop = false;
+  };
+  Agreement agree(double local_loss, bool local_stop) const;
+  /// Whether `local` is true on any rank.
+  bool any(bool local) const;
+  /// found-inf of each optimizer: true on every rank when true on any.
+  void agree_on_found_inf(amp::GradScaler& scaler) const;
+  /// This step's amax of every FP8 tensor: the maximum over the ranks (NaN when any saw NaN).
+  void agree_on_amax(amp::Fp8State& fp8) const;
+  /// rank 0's floating-point buffers (batch-norm running statistics) on every rank.
+  void broadcast_buffers(TrainModel& model) const;
+  /// Throws mixp::Error on every rank when the ranks' parameters and buffers are not bitwise
+  /// the same after `step`, naming the first rank that differs from rank 0.
+  void check_replicas(TrainModel& model, int64_t step) const;
+  /// Sums of an evaluation over the ranks' shares, in rank order.
+  std::vector<double> sum_over_ranks(const std::vector<double>& local) const;
+
+  /// Closes a step's count of the bytes sent.
+  void end_step();
+  /// Bytes each rank sends in a step (the last one closed): the gradient all-reduce (2 (N - 1)
+  /// / N of its payload: a reduce-scatter and an all-gather), the agreements and the buffers.
+  int64_t bytes_sent_per_step() const;
+
+ private:
+  std::vector<double> gather(const std::vector<double>& local) const;
+
+  dist::Communicator& comm_;
+  std::string reduce_dtype_;
+  bool deterministic_;
+  int64_t bucket_bytes_, first_bucket_bytes_;
+  std::unique_ptr<GradientReducer> reducer_;
+  // Values of 8 bytes sent by the agreements' all-gathers and buffer bytes broadcast, in all
+  // and in the last closed step.
+  mutable int64_t sent_values_ = 0, sent_buffer_bytes_ = 0;
+  int64_t values_at_step_start_ = 0, buffer_bytes_at_step_start_ = 0;
+  int64_t step_values_ = 0, step_buffer_bytes_ = 0;
+};
+
+/// The rows [begin, end) of a batch of `n` samples that global micro-batch `index` of `parts`
+/// takes: the ranks' shares and, within each, its grad_accum micro-batches.
+struct Share {
+  int64_t begin = 0, end = 0;
+};
+inline Share share_of(int64_t n, int64_t index, int64_t parts) {
+  return {n * index / parts, n * (index + 1) / parts};
+}
+
+}  // namespace mixp::train
