@@ -326,6 +326,9 @@ void Trainer::save_checkpoint(const Before* before) {
   if (writes())
     last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state_dict(before),
                                             {{"config", config_}}, o_.keep_checkpoints);
+  // No rank goes on before the checkpoint is whole: a job being stopped may end all ranks as
+  // soon as one of them exits.
+  if (parallel_) parallel_->communicator().barrier();
   checkpoint_step_ = c_.step;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -525,7 +526,8 @@ void refuse_several_processes() {
 
 namespace {
 
-int train_as_rank(const TrainCommandOptions& o, std::FILE* out, dist::Communicator& comm) {
+int train_as_rank(const TrainCommandOptions& o, std::FILE* out, dist::Communicator& comm,
+                  bool& stopped) {
   train::RunConfig c;
   if (!o.resume.empty()) {
     c = train::resume_config(
@@ -539,8 +541,9 @@ int train_as_rank(const TrainCommandOptions& o, std::FILE* out, dist::Communicat
   if (comm.rank() == 0) c.train.observer = &progress;  // rank 0 speaks for all
   c.train.parallel.communicator = &comm;
   c.train.stop_requested = [] { return stop_signal() != 0; };
-  install_stop_handlers();
+  install_stop_handlers(comm.size() > 1);
   const train::TrainResult r = train::run_train(c);
+  stopped = r.stopped;
   if (r.stopped) {
     if (comm.rank() != 0) return 0;
     std::fprintf(out,
@@ -559,8 +562,18 @@ int train_as_rank(const TrainCommandOptions& o, std::FILE* out, dist::Communicat
 
 int run_train_command(const TrainCommandOptions& o, std::FILE* out) {
   const std::unique_ptr<dist::Communicator> comm = dist::make_communicator();
-  return as_one_of_the_ranks(comm->rank(), comm->size(),
-                             [&] { return train_as_rank(o, out, *comm); });
+  bool stopped = false;
+  const int status = as_one_of_the_ranks(comm->rank(), comm->size(),
+                                         [&] { return train_as_rank(o, out, *comm, stopped); });
+  if (comm->size() > 1 && stopped && stop_signal() != SIGUSR1) {
+    // Stopped by a signal with which mpirun ends the job: the checkpoint is written, and MPI's
+    // finalize would wait on an mpirun that kills this rank meanwhile; leave at once instead.
+    // (mpirun forwards SIGUSR1 and lets the job end by itself.)
+    std::fflush(out);
+    std::fflush(stderr);
+    std::_Exit(status);
+  }
+  return status;
 }
 
 }  // namespace mixp::cli
