@@ -18,19 +18,19 @@
 # unchanged: the hosts share the file system, as machines sharing a network file system do, so
 # relative paths and a run folder mean the same on both.
 #
-# How: two network namespaces, mixp-two-hosts-<pid>-a and -b, joined by a veth pair whose ends
-# live only inside them, with a /30 of 10.253.0.0/16 chosen from the PID (so that copies running
-# at the same time use different addresses), and loopback up in each. Each host also has its own
-# host name and its own empty /dev/shm. mpirun runs on host a with one slot per rank on each
-# host; it starts its daemon on host b through an rsh agent (written here) that enters b's
-# namespaces, with the bare environment a login over ssh would give (PATH and HOME); everything
-# else the ranks get passes with -x. Open MPI may use TCP only (btl tcp,self with pml ob1, no
+# How: two network namespaces, mixp-two-hosts-<pid>-a and -b, joined by a veth pair whose ends live
+# only inside them, with a /30 of 10.253.0.0/16 chosen from the PID (so that copies running at the
+# same time use different addresses), and loopback up in each. Each host also has its own host name
+# and its own empty /dev/shm. mpirun runs on host a with a hostfile that gives each host its ranks
+# as slots; it starts its daemon on host b through an rsh agent (written here) that enters b's
+# namespaces, with the bare environment a login over ssh would give (PATH and HOME); everything else
+# the ranks get passes with -x. Open MPI may use TCP only (btl tcp,self with pml ob1, no
 # shared-memory collectives or windows) and only the test subnet, for its own traffic too
-# (oob_tcp_if_include); the namespaces have no other interface than loopback and no route out,
-# so no address outside them can be used. Each rank records
-# its network namespace before it starts PROGRAM, and the script checks that the ranks ran on
-# the hosts they were placed on. The namespaces, the veth pair and the temporary files are
-# removed on every exit, also when mpirun fails, times out or the script is interrupted.
+# (oob_tcp_if_include); the namespaces have no other interface than loopback and no route out, so no
+# address outside them can be used. Each rank records its network namespace before it starts
+# PROGRAM, and the script checks that the ranks ran on the hosts they were placed on. The
+# namespaces, the veth pair and the temporary files are removed on every exit, also when mpirun
+# fails, times out or the script is interrupted.
 #
 # Exit status: PROGRAM's (mpirun's: the first failing rank's), or
 #   1    PROGRAM succeeded but a rank did not run on its host, or the hosts could not be made
@@ -122,15 +122,17 @@ remove_hosts() {
     ns=ns_$side made=made_$side veth=veth_$side
     ns=${!ns} made=${!made} veth=${!veth}
     [ "$made" = 1 ] || continue
-    # Processes left in the namespace (a daemon of an interrupted job) are ours: end them.
-    local pids
+    # Processes left in the namespace (a daemon of an interrupted job) are ours: end them, and
+    # give them up to 2 s to go before they are killed.
+    local pids wait_steps=20
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    if [ -n "$pids" ]; then
-      kill -TERM $pids 2>/dev/null || true
-      sleep 1
+    [ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
+    while [ -n "$pids" ] && [ "$wait_steps" -gt 0 ]; do
+      sleep 0.1
+      wait_steps=$((wait_steps - 1))
       pids=$(ip netns pids "$ns" 2>/dev/null || true)
-      [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-    fi
+    done
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
     # Removing one end of the pair removes both, even if the namespace outlives this script.
     ip -n "$ns" link del "$veth" 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || echo "$me: could not remove namespace $ns" >&2
@@ -231,12 +233,15 @@ exec "\$@"
 EOF
 chmod +x "$tmp/agent" "$tmp/rank"
 
+# The hosts as a hostfile, the form a job across real machines takes (README.md).
+printf '%s slots=%s\n' "$addr_a" "$ranks_per_host" "$addr_b" "$ranks_per_host" >"$tmp/hosts"
+
 ranks=$((2 * ranks_per_host))
 # --bind-to none: each host believes it owns every core, so binding would pin the ranks of both
 # hosts to the same cores. Open MPI's session folders go under $tmp, so that they are removed
 # with it even when mpirun is interrupted.
 "${enter_a[@]}" timeout --kill-after=10 "$timeout_s" "$mpirun" \
-  -np "$ranks" --host "$addr_a:$ranks_per_host,$addr_b:$ranks_per_host" \
+  -np "$ranks" --hostfile "$tmp/hosts" \
   --map-by slot --bind-to none --wdir "$PWD" \
   --mca plm_rsh_agent "$tmp/agent" --mca orte_tmpdir_base "$tmp" \
   --mca pml ob1 --mca btl tcp,self --mca coll ^sm --mca osc ^sm,ucx \
