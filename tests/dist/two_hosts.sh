@@ -40,6 +40,10 @@
 #        CAP_NET_ADMIN); with MIXP_TWO_HOSTS_REQUIRED=1 (as in CI) that is a failure, status 1
 #   124  mpirun ran past --timeout
 #   128+N  the script got signal N
+
+# SC2016: the single-quoted '$' texts are for the shells that run them. SC2034: made_a and made_b
+# are read by name (${!made}).
+# shellcheck disable=SC2016,SC2034
 set -euo pipefail
 
 readonly skip_status=77
@@ -93,10 +97,6 @@ for name in "${exports[@]}" $(compgen -e | grep -E '^(MIXP_|OMP_|GTEST_|OMPI_ALL
   forwarded+=(-x "$name")
 done
 program=("$@")
-# mpirun looks a relative PROGRAM up in the working folder of each rank, which is the caller's.
-if [[ ${program[0]} == */* ]] && [ -e "${program[0]}" ]; then
-  program[0]=$(realpath "${program[0]}")
-fi
 
 # The namespaces and addresses. Both ends of the veth pair live inside the namespaces, so even
 # equal subnets could not meet; the PID spreads them anyway, so that two runs never look alike.
@@ -124,15 +124,15 @@ remove_hosts() {
     [ "$made" = 1 ] || continue
     # Processes left in the namespace (a daemon of an interrupted job) are ours: end them, and
     # give them up to 2 s to go before they are killed.
-    local pids wait_steps=20
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
-    while [ -n "$pids" ] && [ "$wait_steps" -gt 0 ]; do
+    local pids=() wait_steps=20
+    mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null)
+    [ ${#pids[@]} -eq 0 ] || kill -TERM "${pids[@]}" 2>/dev/null || true
+    while [ ${#pids[@]} -gt 0 ] && [ "$wait_steps" -gt 0 ]; do
       sleep 0.1
       wait_steps=$((wait_steps - 1))
-      pids=$(ip netns pids "$ns" 2>/dev/null || true)
+      mapfile -t pids < <(ip netns pids "$ns" 2>/dev/null)
     done
-    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    [ ${#pids[@]} -eq 0 ] || kill -KILL "${pids[@]}" 2>/dev/null || true
     # Removing one end of the pair removes both, even if the namespace outlives this script.
     ip -n "$ns" link del "$veth" 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || echo "$me: could not remove namespace $ns" >&2

@@ -5,6 +5,9 @@
 #   tests/dist/two_hosts_test.sh MPIRUN
 # Exit status 0 when every check holds, 1 otherwise, 77 (skipped) where namespaces cannot be
 # made, as two_hosts.sh itself decides.
+
+# SC2016: the single-quoted '$' texts are for the ranks' shells, or literal.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 [ $# -eq 1 ] || { echo "usage: $0 MPIRUN" >&2; exit 2; }
@@ -86,14 +89,18 @@ fi
 start -- sh -c 'exit $((OMPI_COMM_WORLD_RANK == 1 ? 3 : 0))'
 finish "rank 1 exits 3" 3
 
-# Arguments reach every rank unchanged (spaces, an empty one, a pattern), in the caller's
-# working folder, which host b reaches too.
-# shellcheck disable=SC2016  # expanded by the ranks
-start -- sh -c 'printf "[%s]" "$@" >"args-$OMPI_COMM_WORLD_RANK"' sh 'a b' '' '*' '$HOME'
+# A program named by a path relative to the caller's working folder, which host b reaches too,
+# runs there with its name and arguments (spaces, an empty one, a pattern) unchanged.
+cat >show-args <<'EOF'
+#!/bin/sh
+printf '[%s]' "$0" "$@" >"args-$OMPI_COMM_WORLD_RANK"
+EOF
+chmod +x show-args
+start -- ./show-args 'a b' '' '*' '$HOME'
 finish "arguments" 0
 for rank in 0 1; do
   got=$(cat "args-$rank" 2>/dev/null || echo "no file")
-  [ "$got" = '[a b][][*][$HOME]' ] || fail "rank $rank got the arguments $got"
+  [ "$got" = '[./show-args][a b][][*][$HOME]' ] || fail "rank $rank got the arguments $got"
 done
 
 # Interrupted: SIGTERM ends the job and every rank, and the script exits 128 + 15.
