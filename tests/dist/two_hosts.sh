@@ -8,7 +8,8 @@
 #   --timeout SECONDS    mpirun is ended after this long (default 100; the status is then 124)
 #   --mpirun PATH        the mpirun to use (default: mpirun on PATH)
 #   -x NAME              pass the environment variable NAME to every rank (repeatable); the
-#                        variables MIXP_*, OMP_* and GTEST_* that are set pass without it
+#                        variables MIXP_*, OMP_*, GTEST_* and the sanitizers' *SAN_OPTIONS
+#                        that are set pass without it
 #
 # Examples (as root):
 #   tests/dist/two_hosts.sh build/release/tests/dist_mpi_test
@@ -88,8 +89,8 @@ if [ "$(id -u)" = 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 forwarded=()
-for name in "${exports[@]}" $(compgen -e | grep -E '^(MIXP_|OMP_|GTEST_|OMPI_ALLOW_RUN_AS_ROOT)' \
-                              || true); do
+automatic='^(MIXP_|OMP_|GTEST_|OMPI_ALLOW_RUN_AS_ROOT|(A|UB|L)SAN_OPTIONS$)'
+for name in "${exports[@]}" $(compgen -e | grep -E "$automatic" || true); do
   if ! [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || [ -z "${!name+set}" ]; then
     echo "$me: -x $name: no such variable in the environment" >&2
     exit 2

@@ -90,18 +90,23 @@ start -- sh -c 'exit $((OMPI_COMM_WORLD_RANK == 1 ? 3 : 0))'
 finish "rank 1 exits 3" 3
 
 # A program named by a path relative to the caller's working folder, which host b reaches too,
-# runs there with its name and arguments (spaces, an empty one, a pattern) unchanged.
+# runs there with its name and arguments (spaces, an empty one, a pattern) unchanged. Host b
+# starts from a bare environment, as a login would: a variable reaches it only with -x.
 cat >show-args <<'EOF'
 #!/bin/sh
 printf '[%s]' "$0" "$@" >"args-$OMPI_COMM_WORLD_RANK"
+echo "${TWO_HOSTS_PASSED:-unset} ${TWO_HOSTS_KEPT:-unset}" >"env-$OMPI_COMM_WORLD_RANK"
 EOF
 chmod +x show-args
-start -- ./show-args 'a b' '' '*' '$HOME'
+TWO_HOSTS_PASSED=passed TWO_HOSTS_KEPT=kept start -x TWO_HOSTS_PASSED -- ./show-args 'a b' '' '*' \
+  '$HOME'
 finish "arguments" 0
 for rank in 0 1; do
   got=$(cat "args-$rank" 2>/dev/null || echo "no file")
   [ "$got" = '[./show-args][a b][][*][$HOME]' ] || fail "rank $rank got the arguments $got"
 done
+got=$(cat env-1 2>/dev/null || echo "no file")
+[ "$got" = "passed unset" ] || fail "rank 1 on host b saw the variables as '$got', want 'passed unset'"
 
 # Interrupted: SIGTERM ends the job and every rank, and the script exits 128 + 15.
 start -- sh -c 'echo $$ >"pid-$OMPI_COMM_WORLD_RANK"; exec sleep 60'
