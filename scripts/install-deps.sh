@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev     # tests
   libbenchmark-dev              # micro-benchmarks
   libopenmpi-dev openmpi-bin    # Open MPI 4.1: the Communicator's backend, mpirun for the tests
+  iproute2                      # ip netns: the two-host test (tests/dist/two_hosts.sh)
   clang-14 libclang-rt-14-dev   # the libFuzzer targets of fuzz/ (scripts/fuzz.sh)
   dataset-fashion-mnist         # the default data set, in /usr/share/datasets
   bible-kjv                     # the default text corpus: scripts/make-kjv.sh
