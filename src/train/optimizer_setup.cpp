@@ -91,7 +91,8 @@ void validate_optimizer_options(const TrainOptions& o) {
 
 std::vector<OptimizerGroup> make_optimizers(
     const std::vector<std::pair<std::string, Tensor>>& params, const TrainOptions& o,
-    const amp::Preset& preset, bool lm) {
+    const amp::Preset& preset, bool lm, const std::vector<Tensor>& whole) {
+  MIXP_ASSERT(whole.size() == params.size());
   const bool adamw = o.optimizer.name == "adamw";
   const std::array<double, 2> betas = o.optimizer.betas.value_or(
       lm ? std::array<double, 2>{0.9, 0.99} : std::array<double, 2>{0.9, 0.999});
@@ -115,7 +116,8 @@ std::vector<OptimizerGroup> make_optimizers(
     return groups;
   }
   std::vector<std::pair<std::string, Tensor>> matrices, vectors;
-  for (const auto& p : params) (p.second.ndim() >= 2 ? matrices : vectors).push_back(p);
+  for (size_t i = 0; i < params.size(); ++i)
+    (whole[i].ndim() >= 2 ? matrices : vectors).push_back(params[i]);
   add(matrices, decay);
   add(vectors, 0.0);
   return groups;

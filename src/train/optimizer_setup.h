@@ -19,10 +19,12 @@ struct OptimizerGroup {
 };
 
 /// Language models: a decayed group of the matrices and an undecayed one of the vectors.
-/// Classifiers and regression: one group. `params` are the preset's copies, named.
+/// Classifiers and regression: one group. `params` are the preset's copies, named, or (ZeRO)
+/// views of pieces of them; `whole[i]` is the parameter params[i] is, or is a piece of, whose
+/// dimensions choose its group.
 std::vector<OptimizerGroup> make_optimizers(
     const std::vector<std::pair<std::string, Tensor>>& params, const TrainOptions& options,
-    const amp::Preset& preset, bool language_model);
+    const amp::Preset& preset, bool language_model, const std::vector<Tensor>& whole);
 
 /// The schedule of options.schedule over `total` steps.
 std::unique_ptr<optim::LrSchedule> make_schedule(const TrainOptions& options, bool language_model,

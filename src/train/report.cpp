@@ -55,7 +55,7 @@ json summary_object(const TrainResult& r) {
           {"world_size", r.world_size},
           {"reduce_dtype", r.reduce_dtype.empty() ? json(nullptr) : json(r.reduce_dtype)},
           {"deterministic", r.deterministic},
-          {"zero_stage", 0},
+          {"zero_stage", r.zero_stage},
           {"bytes_sent_per_step", r.bytes_sent_per_step},
           {"evals", evals}};
 }
@@ -248,6 +248,7 @@ TrainResult read_finished_run(const std::string& dir) {
     if (j.contains("reduce_dtype") && !j.at("reduce_dtype").is_null())
       r.reduce_dtype = j.at("reduce_dtype").get<std::string>();
     r.deterministic = j.value("deterministic", false);
+    r.zero_stage = j.value("zero_stage", 0);
     r.bytes_sent_per_step = j.value("bytes_sent_per_step", int64_t{0});
     r.samples_per_s = j.at("samples_per_s").get<double>();
     for (const auto& [tag, bytes] : j.at("peak_memory_bytes").items())

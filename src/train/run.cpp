@@ -373,7 +373,8 @@ nlohmann::json train_json(const TrainOptions& t) {
             {"deterministic", t.parallel.deterministic},
             {"bucket_bytes", t.parallel.bucket_bytes},
             {"first_bucket_bytes", t.parallel.first_bucket_bytes},
-            {"check_replicas", t.parallel.check_replicas}}},
+            {"check_replicas", t.parallel.check_replicas},
+            {"zero", t.parallel.zero}}},
           {"clip_norm", t.clip_norm},
           {"checkpoint_every", t.checkpoint_every},
           {"keep_checkpoints", t.keep_checkpoints},
@@ -425,6 +426,7 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
     c.parallel.bucket_bytes = p->at("bucket_bytes").get<int64_t>();
     c.parallel.first_bucket_bytes = p->at("first_bucket_bytes").get<int64_t>();
     c.parallel.check_replicas = p->at("check_replicas").get<bool>();
+    c.parallel.zero = p->value("zero", 0);
   }
   c.clip_norm = t.at("clip_norm").get<double>();
   c.checkpoint_every = t.at("checkpoint_every").get<int64_t>();

@@ -150,10 +150,11 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   }
   if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
   if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
+  if (zero_) zero_->attach_gradients();
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
   if (parallel_ && scaler_.is_enabled()) parallel_->agree_on_found_inf(scaler_);
   const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();
-  const double norm = optim::clip_grad_norm(params_, max_norm);
+  const double norm = zero_ ? clip_pieces(max_norm) : optim::clip_grad_norm(params_, max_norm);
   out.grad_norm = norm;
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
   bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
@@ -175,6 +176,10 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
     fp8_->update();
   }
   for (auto& g : optimizers_) g.optimizer->zero_grad();
+  if (zero_) {
+    zero_->drop_gradients();
+    if (out.applied) zero_->gather_parameters();
+  }
   if (parallel_) {
     parallel_->average_buffers(model_);
     if (o_.parallel.check_replicas) parallel_->check_replicas(model_, c_.step + 1);
@@ -228,6 +233,16 @@ void Trainer::micro_batch(const data::Batch& batch, Share share, int64_t n, bool
   }
   scaler_.scale(loss).backward();
   loss_sum += loss.item();
+}
+
+// ZeRO: clip_grad_norm over every rank's pieces of the gradients; returns the norm.
+double Trainer::clip_pieces(double max_norm) {
+  const double norm = zero_->gradient_norm();
+  std::vector<Tensor> pieces;
+  for (size_t i = 0; i < zero_->parameters(); ++i)
+    if (zero_->view(i).grad().defined()) pieces.push_back(zero_->view(i).grad());
+  optim::scale_to_norm(pieces, norm, max_norm);
+  return norm;
 }
 
 // on_nonfinite = stop: nothing was updated; the state before the step is written as the
@@ -469,6 +484,7 @@ void validate_options(const TrainOptions& o) {
   MIXP_CHECK(!p.deterministic || p.reduce_dtype == "f32",
              "--deterministic sums the gradients in their own dtype, as one process accumulates "
              "them; it cannot be combined with --reduce-dtype ", p.reduce_dtype);
+  MIXP_CHECK(p.zero == 0 || p.zero == 1, "the ZeRO stage (--zero) is 0 or 1, got ", p.zero);
   MIXP_CHECK(p.bucket_bytes > 0 && p.first_bucket_bytes > 0,
              "the gradient buckets must hold more than 0 bytes, got ", p.first_bucket_bytes,
              " for the first and ", p.bucket_bytes, " for the others");

@@ -141,16 +141,25 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
   config_ = config_object(o).dump();
   cast_parameters();
   memory::reset_peaks();
+  start_data_parallel();
+  // Under ZeRO each rank's optimizers update views of its pieces of the parameters.
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t i = 0; i < params_.size(); ++i)
-    named.emplace_back(named_params_[i].first, params_[i]);
-  optimizers_ = make_optimizers(named, o, preset_, task_ == nn::Task::language_model);
+    named.emplace_back(named_params_[i].first, zero_ ? zero_->view(i) : params_[i]);
+  optimizers_ = make_optimizers(named, o, preset_, task_ == nn::Task::language_model, params_);
+  for (const OptimizerGroup& g : optimizers_) {
+    std::vector<size_t>& members = group_members_.emplace_back();
+    for (const std::string& name : g.names)
+      for (size_t i = 0; i < named_params_.size(); ++i)
+        if (named_params_[i].first == name) members.push_back(i);
+  }
+  // After the optimizers, which set the gradients' dtypes the buckets take.
+  if (parallel_) parallel_->make_reducer(params_);
   schedule_ = make_schedule(o, task_ == nn::Task::language_model, total_);
-  start_data_parallel();
   prepare_samples();
 }
 
-// N > 1 ranks: the batch must split into N x grad_accum parts, and the gradients are reduced.
+// N > 1 ranks: the batch must split into N x grad_accum parts; ZeRO's pieces.
 void Trainer::start_data_parallel() {
   dist::Communicator* comm = o_.parallel.communicator;
   if (comm == nullptr || comm->size() <= 1) return;
@@ -165,7 +174,14 @@ void Trainer::start_data_parallel() {
              "is then bitwise one process with --grad-accum ", ranks,
              ". Drop --grad-accum ", o_.grad_accum, ", or --deterministic");
   parallel_ = std::make_unique<DataParallel>(*comm, o_);
-  parallel_->make_reducer(params_);
+  if (o_.parallel.zero == 0) return;
+  MIXP_CHECK(preset_.optimizer_precision == optim::Precision::master_fp32 &&
+                 state_dtype_ == DType::f32,
+             "--zero 1 partitions fp32 masters and fp32 moments; under preset ", preset_.name,
+             " the optimizer rounds stochastically (", name_of(state_dtype_),
+             " moments), which it does not partition yet. Add --optimizer-state f32, or choose "
+             "another preset");
+  zero_ = std::make_unique<ZeroShards>(*comm, params_);
 }
 
 // The parameters as the preset stores them, written back into the model.
@@ -214,8 +230,11 @@ StateDict Trainer::state_dict(const Before* before) const {
   StateDict model = model_.state_dict();
   if (before && before->generator) model.set_philox("generator", *before->generator);
   s.insert("model", model);
-  for (size_t k = 0; k < optimizers_.size(); ++k)
-    s.insert("optimizer." + std::to_string(k), optimizers_[k].optimizer->state_dict());
+  for (size_t k = 0; k < optimizers_.size(); ++k) {
+    StateDict state = optimizers_[k].optimizer->state_dict();
+    if (zero_) state = zero_->gather_state(state, group_members_[k]);  // collective
+    s.insert("optimizer." + std::to_string(k), state);
+  }
   s.insert("schedule", schedule_->state_dict());
   s.insert("scaler", scaler_.state_dict());
   if (fp8_) s.insert("fp8", fp8_->state_dict());
@@ -256,9 +275,10 @@ void Trainer::load_state_dict(const StateDict& s) {
   model_.load_state_dict(s.part("model"));
   // After the model: a master writes its parameter as the master rounded.
   for (size_t k = 0; k < optimizers_.size(); ++k) {
-    const StateDict part = s.part("optimizer." + std::to_string(k));
+    StateDict part = s.part("optimizer." + std::to_string(k));
     MIXP_CHECK(!part.values.empty(), "it has no state for optimizer ", k, " of the ",
                optimizers_.size(), " this run has");
+    if (zero_) part = zero_->piece_of_state(part, group_members_[k]);
     optimizers_[k].optimizer->load_state_dict(part);
   }
   MIXP_CHECK(s.part("optimizer." + std::to_string(optimizers_.size())).values.empty(),
@@ -323,9 +343,12 @@ void Trainer::resume() {
 // With data parallelism every part of the state is the same on every rank: rank 0 writes it.
 void Trainer::save_checkpoint(const Before* before) {
   MIXP_CHECK(!o_.out_dir.empty(), "stopping writes a checkpoint, which needs a run folder");
-  if (writes())
-    last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state_dict(before),
-                                            {{"config", config_}}, o_.keep_checkpoints);
+  if (writes() || zero_) {
+    const StateDict state = state_dict(before);  // under ZeRO a collective
+    if (writes())
+      last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state,
+                                              {{"config", config_}}, o_.keep_checkpoints);
+  }
   // No rank goes on before the checkpoint is whole: a job being stopped may end all ranks as
   // soon as one of them exits.
   if (parallel_) parallel_->communicator().barrier();
@@ -357,6 +380,7 @@ TrainResult Trainer::result() const {
     r.reduce_dtype = parallel_->reducer().wire_dtypes();
     r.deterministic = o_.parallel.deterministic;
     r.bytes_sent_per_step = parallel_->bytes_sent_per_step();
+    r.zero_stage = zero_ ? 1 : 0;
   }
   return r;
 }

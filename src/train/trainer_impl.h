@@ -15,6 +15,7 @@
 #include "mixp/train/trainer.h"
 #include "train/counters.h"
 #include "train/data_parallel.h"
+#include "train/zero.h"
 #include "train/optimizer_setup.h"
 #include "train/run_folder.h"
 
@@ -73,6 +74,7 @@ class Trainer {
   void save_checkpoint(const Before* before);
   StepOutcome step(const data::Batch& batch, const Before& before);
   double forward_backward(const data::Batch& batch);
+  double clip_pieces(double max_norm);
   [[noreturn]] void stop_nonfinite(double loss, const Before& before);
   void record(const StepOutcome& outcome);
   void write_metrics_history();
@@ -107,6 +109,8 @@ class Trainer {
   std::optional<RunFolder> folder_;
   std::ofstream metrics_;
   std::unique_ptr<DataParallel> parallel_;
+  std::unique_ptr<ZeroShards> zero_;                // ZeRO stage 1
+  std::vector<std::vector<size_t>> group_members_;  // per optimizer: its parameters' indices
   nn::Model* sample_model_ = nullptr;  // the model behind model_, when samples are drawn
   std::unique_ptr<Inference> sample_inference_;
 };

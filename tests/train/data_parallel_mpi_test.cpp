@@ -106,6 +106,17 @@ std::map<std::string, std::vector<uint8_t>> tensors_of(const fs::path& file,
   return out;
 }
 
+// The names of the tensors that differ between two model files (both must hold the same names).
+std::vector<std::string> differences(const fs::path& a, const fs::path& b,
+                                     bool parameters_only = false) {
+  const auto x = tensors_of(a, parameters_only), y = tensors_of(b, parameters_only);
+  std::vector<std::string> names;
+  for (const auto& [name, bytes] : x)
+    if (!y.contains(name) || y.at(name) != bytes) names.push_back(name);
+  if (x.size() != y.size()) names.push_back("(the number of tensors)");
+  return names;
+}
+
 // The run on every rank, deterministic, and the same run alone on rank 0 accumulating over
 // as many micro-batches as there are ranks.
 struct Pair {
@@ -117,7 +128,8 @@ Pair deterministic_pair(RunConfig c, const std::string& name) {
   p.ranks_dir = shared_folder() / (name + "-ranks");
   p.alone_dir = shared_folder() / (name + "-alone");
   c.train.out_dir = p.ranks_dir.string();
-  c.train.parallel = {.communicator = world, .deterministic = true, .check_replicas = true};
+  c.train.parallel = {.communicator = world, .deterministic = true, .check_replicas = true,
+                      .zero = c.train.parallel.zero};
   p.ranks = run_train(c);
   if (rank() == 0) {
     c.train.out_dir = p.alone_dir.string();
@@ -135,8 +147,7 @@ TEST(DataParallel, DeterministicRanksAreBitwiseOneProcessAccumulating) {
     const Pair p = deterministic_pair(gpt_run(precision, ""), std::string("gpt-") + precision);
     EXPECT_EQ(p.ranks.world_size, ranks());
     if (rank() != 0) continue;
-    EXPECT_EQ(tensors_of(p.ranks_dir / "model.safetensors"),
-              tensors_of(p.alone_dir / "model.safetensors"));
+    EXPECT_EQ(differences(p.ranks_dir / "model.safetensors", p.alone_dir / "model.safetensors"), std::vector<std::string>{});
     ASSERT_EQ(p.ranks.log.size(), p.alone.log.size());
     for (size_t i = 0; i < p.ranks.log.size(); ++i)
       EXPECT_EQ(p.ranks.log[i].loss, p.alone.log[i].loss) << "line " << i;
@@ -148,8 +159,97 @@ TEST(DataParallel, DeterministicRanksAreBitwiseOneProcessAccumulating) {
   }
 }
 
-// Batch norm's running statistics are rank 0's (broadcast, as PyTorch DDP's), so only the
-// parameters are one process's bits.
+// ZeRO stage 1: each rank keeps the optimizer state of its pieces; deterministic, the run is
+// still bitwise one process accumulating, with masters (bf16, fp16 parameters) or without.
+TEST(DataParallel, ZeroStageOneIsBitwiseOneProcessAccumulating) {
+  for (const char* precision : {"fp32", "amp-bf16", "bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    RunConfig c = gpt_run(precision, "");
+    c.model.width = 64;
+    c.train.optimizer_state = "f32";
+    c.train.parallel.zero = 1;
+    const Pair p = deterministic_pair(c, std::string("zero-") + precision);
+    EXPECT_EQ(p.ranks.zero_stage, 1);
+    if (rank() != 0) continue;
+    EXPECT_EQ(differences(p.ranks_dir / "model.safetensors", p.alone_dir / "model.safetensors"), std::vector<std::string>{});
+    EXPECT_EQ(p.ranks.final_train_loss, p.alone.final_train_loss);
+  }
+}
+
+// The optimizer state per rank is about 1/N of one process's: each parameter's pieces are whole
+// chunks of 16384 elements, so a rank holds at most one chunk per parameter more than 1/N.
+TEST(DataParallel, ZeroStageOneKeepsAboutOneNthOfTheOptimizerStatePerRank) {
+  RunConfig c = gpt_run("amp-bf16", "");
+  c.model = {.name = "gpt", .layers = 1, .heads = 2, .width = 128, .context = 16};
+  c.train.steps = 2;
+  c.train.parallel.zero = 1;
+  const Pair p = deterministic_pair(c, "zero-memory");
+  const double mine = double(p.ranks.peak_memory.at("optimizer_state"));
+  std::vector<double> all(static_cast<size_t>(ranks()));
+  world->all_gather(std::span<const double>(&mine, 1), std::span(all));
+  if (rank() != 0) return;
+  const double whole = double(p.alone.peak_memory.at("optimizer_state"));
+  double sum = 0;
+  for (double bytes : all) sum += bytes;
+  EXPECT_EQ(sum, whole) << "the pieces of the state add up to one process's";
+  const double chunk_bytes = 2.0 * 4.0 * 16384;  // the two fp32 moments of one chunk
+  for (int r = 0; r < ranks(); ++r) {
+    EXPECT_LE(all[size_t(r)], whole / ranks() + chunk_bytes) << "rank " << r;
+    std::printf("rank %d keeps %.3f of the optimizer state\n", r, all[size_t(r)] / whole);
+  }
+}
+
+// A ZeRO checkpoint holds the whole state: it resumes on the ranks, with or without ZeRO, and
+// on one process accumulating, each time bitwise the uninterrupted run.
+TEST(DataParallel, AZeroCheckpointResumesOnAnyNumberOfRanks) {
+  const fs::path whole = shared_folder() / "zero-whole", part = shared_folder() / "zero-part";
+  RunConfig c = gpt_run("bf16", whole);
+  c.train.optimizer_state = "f32";
+  c.train.checkpoint_every = 4;
+  c.train.parallel = {.communicator = world, .deterministic = true, .check_replicas = true,
+                      .zero = 1};
+  run_train(c);
+  c.train.out_dir = part.string();
+  int steps = 0;
+  c.train.stop_requested = [&] { return ++steps == 4; };
+  EXPECT_TRUE(run_train(c).stopped);
+  if (rank() == 0) {
+    fs::copy(part, shared_folder() / "zero-alone", fs::copy_options::recursive);
+    fs::copy(part, shared_folder() / "zero-off", fs::copy_options::recursive);
+  }
+  quiet_barrier();
+  c.train.stop_requested = {};
+  c.train.resume = true;
+  EXPECT_EQ(run_train(c).resumed_from, 4);
+  c.train.out_dir = (shared_folder() / "zero-off").string();
+  c.train.parallel.zero = 0;
+  EXPECT_EQ(run_train(c).resumed_from, 4);
+  if (rank() == 0) {
+    EXPECT_EQ(differences(part / "model.safetensors", whole / "model.safetensors"), std::vector<std::string>{});
+    EXPECT_EQ(differences(shared_folder() / "zero-off" / "model.safetensors", whole / "model.safetensors"), std::vector<std::string>{});
+    c.train.out_dir = (shared_folder() / "zero-alone").string();
+    c.train.parallel = {};
+    c.train.grad_accum = ranks();
+    EXPECT_EQ(run_train(c).resumed_from, 4);
+    EXPECT_EQ(differences(shared_folder() / "zero-alone" / "model.safetensors", whole / "model.safetensors"), std::vector<std::string>{});
+  }
+  quiet_barrier();
+}
+
+TEST(DataParallel, ZeroWithStochasticRoundingIsRefusedSayingWhatToDo) {
+  RunConfig c = gpt_run("bf16", shared_folder() / "zero-sr");
+  c.train.parallel = {.communicator = world, .zero = 1};
+  try {
+    run_train(c);
+    ADD_FAILURE() << "ZeRO ran with bf16 moments";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("--optimizer-state f32"), std::string::npos) << e.message();
+  }
+  quiet_barrier();
+}
+
+// Batch norm's running statistics are averaged over the ranks once a step, where one process
+// updates them once a micro-batch, so only the parameters are one process's bits.
 TEST(DataParallel, DeterministicCnnParametersAreOneProcessAccumulating) {
   const Pair p = deterministic_pair(cnn_run("amp-bf16", ""), "cnn");
   if (rank() != 0) return;
@@ -269,13 +369,12 @@ TEST(DataParallel, ACheckpointResumesOnTheSameOrAnotherNumberOfRanks) {
   const TrainResult again = run_train(c);
   EXPECT_EQ(again.resumed_from, 4);
   if (rank() == 0) {
-    EXPECT_EQ(tensors_of(part / "model.safetensors"), tensors_of(whole / "model.safetensors"));
+    EXPECT_EQ(differences(part / "model.safetensors", whole / "model.safetensors"), std::vector<std::string>{});
     c.train.out_dir = (shared_folder() / "resume-alone").string();
     c.train.parallel = {};
     c.train.grad_accum = ranks();
     EXPECT_EQ(run_train(c).resumed_from, 4);
-    EXPECT_EQ(tensors_of(shared_folder() / "resume-alone" / "model.safetensors"),
-              tensors_of(whole / "model.safetensors"));
+    EXPECT_EQ(differences(shared_folder() / "resume-alone" / "model.safetensors", whole / "model.safetensors"), std::vector<std::string>{});
   }
   quiet_barrier();
 }

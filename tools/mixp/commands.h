@@ -64,6 +64,7 @@ struct TrainCommandOptions {
   bool deterministic = false;        ///< under mpirun: bitwise one process with --grad-accum N
   double bucket_mb = 25.0;           ///< under mpirun: MiB per gradient bucket
   bool check_replicas = false;       ///< under mpirun: prove the ranks' weights equal each step
+  int zero = 0;                      ///< under mpirun: 1 partitions the optimizer state (ZeRO-1)
   std::optional<int> layers, heads;
   std::optional<int64_t> width, context;
   int64_t checkpoint_every = 0;       ///< steps between checkpoints; 0: none

@@ -234,6 +234,10 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
     command.add_option("--bucket-mb", o.bucket_mb,
                        "under mpirun: MiB of gradients per reduction bucket (default 25; the "
                        "first bucket is 1 MiB or less)");
+    command.add_option("--zero", o.zero,
+                       "under mpirun: 1 partitions the optimizer state (moments, fp32 masters) "
+                       "across the ranks, ZeRO stage 1: each keeps about 1/N; 0 (default): each "
+                       "keeps all");
     command.add_flag("--check-replicas", o.check_replicas,
                      "under mpirun: after every step, check that every rank holds bitwise the "
                      "same weights (a hash, all-gathered)");
@@ -347,6 +351,8 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.parallel.first_bucket_bytes =
       std::min(c.train.parallel.bucket_bytes, int64_t{1} << 20);
   c.train.parallel.check_replicas = o.check_replicas;
+  MIXP_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
+  c.train.parallel.zero = o.zero;
   c.train.on_nonfinite = train::parse_on_nonfinite(o.on_nonfinite);
   MIXP_CHECK(o.underflow_growth >= 0.0 && o.underflow_growth < 1.0,
              "--underflow-growth must be in [0, 1), got ", o.underflow_growth);
@@ -444,6 +450,8 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
                       "started");
   same("--bucket-mb", text_of(fresh.train.parallel.bucket_bytes / 1048576.0),
        text_of(c.train.parallel.bucket_bytes / 1048576.0));
+  // Checkpoints hold the whole optimizer state, so a run may resume with or without ZeRO.
+  if (given("--zero")) c.train.parallel.zero = o.zero;
   c.train.parallel.check_replicas = o.check_replicas;
   same("--lr", text_of(o.lr), text_of(c.train.lr));
   same("--seed", number(fresh.train.seed), number(c.train.seed));

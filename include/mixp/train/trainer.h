@@ -108,6 +108,12 @@
 // statistics excepted: that process updates them once per micro-batch; dropout draws each micro-batch's masks from
 // its own part of the generator's counter, 2^36 words apart, whenever a step has more than one
 // micro-batch, so that both draw the same masks). Evaluation is shared the same way and summed.
+// With zero = 1 (ZeRO stage 1), each parameter is cut into N pieces (at multiples of 16384
+// elements, so that the gradient norm from the pieces is one process's, bit for bit) and each
+// rank's optimizers keep the moments and the fp32 masters (or bf16 masters' low halves) of its
+// pieces only, about 1/N of them; the gradients are still all-reduced whole; each rank updates
+// its pieces and the parameters are all-gathered in their dtype. Deterministic, it is bitwise
+// the same run. Its checkpoints hold the whole state (gathered), so they resume on any N.
 // Rank 0 alone writes the run folder; the others read it to resume. The global batch must
 // divide by N x grad_accum; the ranks refuse to start when their configurations differ.
 //
@@ -309,6 +315,9 @@ struct DataParallelOptions {
   /// After every step, all-gather a hash of every rank's parameters and buffers and stop with
   /// mixp::Error when they differ (the tests turn it on).
   bool check_replicas = false;
+  /// 1: ZeRO stage 1, each rank keeps the optimizer state of its 1/N of the parameters (see
+  /// the header comment); 0: every rank keeps all of it.
+  int zero = 0;
 };
 
 struct TrainOptions {
@@ -410,6 +419,7 @@ struct TrainResult {
   int world_size = 1;           ///< the ranks that trained together
   std::string reduce_dtype{};   ///< their gradients' dtype on the wire; empty for one process
   bool deterministic = false;   ///< DataParallelOptions::deterministic
+  int zero_stage = 0;           ///< 1 when the optimizer state was partitioned (ZeRO-1)
   int64_t bytes_sent_per_step = 0;  ///< by each rank, in the last step
 };
 
