@@ -170,7 +170,11 @@ StateDict ZeroShards::gather_state(const StateDict& pieces,
     std::vector<uint8_t> mine(capacity), all(capacity * size_t(comm_.size()));
     std::memcpy(mine.data(), bytes_of(t), t.nbytes());
     comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
-    Tensor full = empty(params_[i].shape(), t.dtype(), MemoryTag::workspace);  // for a file
+    if (comm_.rank() != 0) {  // only rank 0 writes checkpoints
+      whole.tensors.erase(key);
+      continue;
+    }
+    Tensor full = empty(params_[i].shape(), t.dtype(), MemoryTag::workspace);
     for (int r = 0; r < comm_.size(); ++r) {
       const Range piece = range(i, r);
       std::memcpy(bytes_of(full) + size_t(piece.begin) * element, all.data() + size_t(r) * capacity,

@@ -52,9 +52,10 @@ class ZeroShards {
   /// without marking the parameters as written by someone else than the optimizer.
   void gather_parameters();
 
-  /// An optimizer's state as one process would hold it: each tensor "<key>/<j>" of this rank's
-  /// pieces (member j of the optimizer is parameter members[j]) gathered from every rank into
-  /// the whole parameter's shape. Collective: every rank calls it with the same keys.
+  /// An optimizer's state as one process would hold it, on rank 0 (which writes checkpoints):
+  /// each tensor "<key>/<j>" of this rank's pieces (member j of the optimizer is parameter
+  /// members[j]) gathered from every rank into the whole parameter's shape; the other ranks
+  /// get the state without those tensors. Collective: every rank calls it with the same keys.
   StateDict gather_state(const StateDict& pieces, const std::vector<size_t>& members) const;
   /// The reverse: this rank's pieces of a whole state.
   StateDict piece_of_state(const StateDict& whole, const std::vector<size_t>& members) const;
