@@ -39,10 +39,19 @@ GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Ten
     bucket_of_[k] = buckets_.size() - 1;
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (settings_.pieces) {
+      lay_out_pieces(buckets_[i], dtypes[i]);
+      continue;
+    }
     int64_t count = 0;
     for (size_t k : buckets_[i].params) count += params_[k].numel();
     buckets_[i].buffer = zeros({count}, dtypes[i], MemoryTag::gradient);
   }
+  had_gradient_.assign(params_.size(), false);
+  if (settings_.pieces)
+    for (size_t k = 0; k < params_.size(); ++k)
+      piece_gradients_.push_back(zeros({settings_.pieces->range(k, comm_.rank()).size()},
+                                       DType::f32, MemoryTag::gradient));
   for (size_t k = 0; k < params_.size(); ++k)
     autograd::set_gradient_accumulated_hook(params_[k], [this, k] { on_ready(k); });
 }
@@ -75,7 +84,62 @@ void GradientReducer::start_ready_buckets() {
     start(buckets_[next_to_start_++]);
 }
 
+// Rank r's block holds its pieces of the bucket's parameters one after another; every block
+// has the length of the longest, so that a reduce-scatter of equal blocks hands each rank its own.
+void GradientReducer::lay_out_pieces(Bucket& b, DType dtype) {
+  const int ranks = comm_.size();
+  std::vector<int64_t> filled(size_t(ranks), 0);
+  for (size_t k : b.params) {
+    std::vector<int64_t>& starts = b.piece_starts.emplace_back();
+    for (int r = 0; r < ranks; ++r) {
+      starts.push_back(filled[size_t(r)]);
+      filled[size_t(r)] += settings_.pieces->range(k, r).size();
+    }
+  }
+  b.block = *std::max_element(filled.begin(), filled.end());
+  b.buffer = zeros({b.block * ranks}, dtype, MemoryTag::gradient);
+  b.shard = zeros({b.block}, dtype, MemoryTag::gradient);
+}
+
+void GradientReducer::fill_pieces(Bucket& b) {
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const size_t k = b.params[j];
+    const Tensor g = params_[k].grad();
+    had_gradient_[k] = g.defined();
+    for (int r = 0; r < comm_.size(); ++r) {
+      const ZeroShards::Range piece = settings_.pieces->range(k, r);
+      const int64_t at = r * b.block + b.piece_starts[j][size_t(r)];
+      Tensor part = b.buffer.slice(at, at + piece.size());
+      if (g.defined())
+        part.copy_(g.reshape({-1}).slice(piece.begin, piece.end));
+      else
+        part.fill_(0.0);
+    }
+  }
+}
+
+void GradientReducer::finish_pieces(const Bucket& b) {
+  const size_t me = size_t(comm_.rank());
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    Tensor& piece = piece_gradients_[b.params[j]];
+    const int64_t at = b.piece_starts[j][me];
+    piece.copy_(b.shard.slice(at, at + piece.numel()));
+  }
+}
+
+Tensor GradientReducer::piece_gradient(size_t i) const {
+  return had_gradient_[i] ? piece_gradients_[i] : Tensor();
+}
+
 void GradientReducer::start(Bucket& b) {
+  b.started = true;
+  if (settings_.pieces) {
+    fill_pieces(b);
+    b.request = comm_.start_reduce_scatter(
+        {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()},
+        {b.shard.raw_data(), size_t(b.shard.numel()), b.shard.dtype()}, settings_.op);
+    return;
+  }
   for (size_t j = 0; j < b.params.size(); ++j) {
     const Tensor& p = params_[b.params[j]];
     Tensor part = b.buffer.slice(b.starts[j], b.starts[j] + p.numel());
@@ -95,13 +159,17 @@ void GradientReducer::finish() {
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
   for (Bucket& b : buckets_) {
     b.request.wait();
+    b.ready = 0;
+    b.started = false;
+    if (settings_.pieces) {
+      finish_pieces(b);
+      continue;
+    }
     for (size_t j = 0; j < b.params.size(); ++j) {
       const Tensor& p = params_[b.params[j]];
       Tensor g = p.grad();
       if (g.defined()) g.copy_(b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(g.shape()));
     }
-    b.ready = 0;
-    b.started = false;
   }
   ready_.assign(params_.size(), false);
   next_to_start_ = 0;
@@ -114,6 +182,11 @@ std::string GradientReducer::wire_dtypes() const {
     if (names.find(name) == std::string::npos) names += (names.empty() ? "" : "+") + name;
   }
   return names;
+}
+
+int64_t GradientReducer::bytes_sent_per_step() const {
+  const int64_t n = comm_.size();
+  return payload_bytes() * (settings_.pieces ? 1 : 2) * (n - 1) / n;
 }
 
 int64_t GradientReducer::payload_bytes() const {
@@ -181,9 +254,11 @@ void DataParallel::check_same_configuration(const std::string& config) const {
   }
 }
 
-void DataParallel::make_reducer(const std::vector<Tensor>& params) {
+void DataParallel::make_reducer(const std::vector<Tensor>& params, const ZeroShards* pieces) {
+  pieces_ = pieces;
   GradientReducer::Settings s{.bucket_bytes = bucket_bytes_,
-                              .first_bucket_bytes = first_bucket_bytes_};
+                              .first_bucket_bytes = first_bucket_bytes_,
+                              .pieces = pieces};
   if (deterministic_) {
     s.op = dist::ReduceOp::ordered_sum;
   } else {
@@ -282,8 +357,11 @@ void DataParallel::end_step() {
 
 int64_t DataParallel::bytes_sent_per_step() const {
   const int64_t n = size();
-  const int64_t gradients = reducer_ ? reducer_->payload_bytes() * 2 * (n - 1) / n : 0;
-  return gradients + step_values_ * int64_t(sizeof(double)) + step_buffer_bytes_ * (n - 1) / n;
+  const int64_t gradients = reducer_ ? reducer_->bytes_sent_per_step() : 0;
+  // ZeRO's all-gather of the parameters: each rank's block to the N - 1 others.
+  const int64_t parameters = pieces_ ? pieces_->gather_bytes() * (n - 1) : 0;
+  return gradients + parameters + step_values_ * int64_t(sizeof(double)) +
+         step_buffer_bytes_ * (n - 1) / n;
 }
 
 }  // namespace mixp::train

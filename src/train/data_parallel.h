@@ -14,6 +14,7 @@
 #include "mixp/dist/communicator.h"
 #include "mixp/tensor.h"
 #include "mixp/train/trainer.h"
+#include "train/zero.h"
 
 namespace mixp::train {
 
@@ -32,6 +33,10 @@ class GradientReducer {
     std::optional<DType> wire{};
     int64_t bucket_bytes = int64_t{25} << 20;
     int64_t first_bucket_bytes = int64_t{1} << 20;
+    /// ZeRO stage 1: each bucket is laid out rank by rank (rank r's block holds its pieces of
+    /// the bucket's parameters) and reduce-scattered, so that each rank receives the reduced
+    /// gradients of its pieces only (piece_gradient); the parameters' own gradients stay local.
+    const ZeroShards* pieces = nullptr;
   };
 
   GradientReducer(dist::Communicator& comm, const std::vector<Tensor>& params, Settings settings);
@@ -47,6 +52,12 @@ class GradientReducer {
   void finish();
   /// The bytes of all buckets: what each rank contributes to the reduction per step.
   int64_t payload_bytes() const;
+  /// What each rank sends per step: (N - 1) / N of the payload for a reduce-scatter, twice that
+  /// for an all-reduce (a reduce-scatter and an all-gather).
+  int64_t bytes_sent_per_step() const;
+  /// ZeRO: the reduced gradient (f32) of this rank's piece of parameter i after finish(), or an
+  /// undefined tensor when no rank's parameter had a gradient.
+  Tensor piece_gradient(size_t i) const;
   size_t buckets() const { return buckets_.size(); }
   /// The dtypes the buckets travel in: "f32", "bf16", or several joined by "+".
   std::string wire_dtypes() const;
@@ -56,6 +67,11 @@ class GradientReducer {
     std::vector<size_t> params;   // indices into params_
     std::vector<int64_t> starts;  // each one's first element in `buffer`
     Tensor buffer;
+    // ZeRO: rank r's block is buffer[r * block, (r + 1) * block); piece_starts[j][r] is where
+    // param j's piece of rank r starts in it; `shard` receives this rank's block, reduced.
+    int64_t block = 0;
+    std::vector<std::vector<int64_t>> piece_starts;
+    Tensor shard;
     size_t ready = 0;
     bool started = false;
     dist::Request request;
@@ -63,6 +79,9 @@ class GradientReducer {
   void on_ready(size_t param);
   void start_ready_buckets();
   void start(Bucket& bucket);
+  void lay_out_pieces(Bucket& bucket, DType dtype);
+  void fill_pieces(Bucket& bucket);
+  void finish_pieces(const Bucket& bucket);
 
   dist::Communicator& comm_;
   std::vector<Tensor> params_;
@@ -70,6 +89,8 @@ class GradientReducer {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // by parameter
   std::vector<bool> ready_;        // by parameter, this step
+  std::vector<bool> had_gradient_;  // by parameter, this step (ZeRO)
+  std::vector<Tensor> piece_gradients_;  // by parameter (ZeRO)
   size_t next_to_start_ = 0;
   bool armed_ = false;
 };
@@ -90,8 +111,9 @@ class DataParallel {
   /// rank 0's text on every rank.
   std::string broadcast_text(const std::string& text) const;
 
-  /// The reducer of `params` under the options' reduce dtype and mode.
-  void make_reducer(const std::vector<Tensor>& params);
+  /// The reducer of `params` under the options' reduce dtype and mode; with `pieces` (ZeRO),
+  /// one that reduce-scatters the pieces.
+  void make_reducer(const std::vector<Tensor>& params, const ZeroShards* pieces = nullptr);
   GradientReducer& reducer() { return *reducer_; }
 
   /// The step's loss (the sum of the ranks' weighted losses, in rank order) and whether any
@@ -130,6 +152,7 @@ class DataParallel {
   bool deterministic_;
   int64_t bucket_bytes_, first_bucket_bytes_;
   std::unique_ptr<GradientReducer> reducer_;
+  const ZeroShards* pieces_ = nullptr;
   // Values of 8 bytes sent by the agreements' all-gathers and buffer bytes broadcast, in all
   // and in the last closed step.
   mutable int64_t sent_values_ = 0, sent_buffer_bytes_ = 0;

@@ -150,7 +150,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   }
   if (o_.on_gradients) o_.on_gradients(c_.step + 1, named_params_);
   if (o_.hooks.after_backward) o_.hooks.after_backward(c_.step, out.scale);
-  if (zero_) zero_->attach_gradients();
+  if (zero_) zero_->attach_gradients(parallel_->reducer());
   for (auto& g : optimizers_) scaler_.unscale(*g.optimizer);
   if (parallel_ && scaler_.is_enabled()) parallel_->agree_on_found_inf(scaler_);
   const double max_norm = o_.clip_norm > 0 ? o_.clip_norm : std::numeric_limits<double>::infinity();

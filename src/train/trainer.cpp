@@ -154,7 +154,7 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
         if (named_params_[i].first == name) members.push_back(i);
   }
   // After the optimizers, which set the gradients' dtypes the buckets take.
-  if (parallel_) parallel_->make_reducer(params_);
+  if (parallel_) parallel_->make_reducer(params_, zero_.get());
   schedule_ = make_schedule(o, task_ == nn::Task::language_model, total_);
   prepare_samples();
 }

@@ -8,6 +8,7 @@
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/optim/clip_grad.h"
+#include "train/data_parallel.h"
 
 namespace mixp::train {
 namespace {
@@ -91,12 +92,8 @@ ZeroShards::Range ZeroShards::range(size_t i, int rank) const {
   return piece_range(i, piece_of_rank_[i][size_t(rank)]);
 }
 
-void ZeroShards::attach_gradients() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].grad();
-    const Range r = range(i, comm_.rank());
-    views_[i].set_grad(g.defined() ? g.reshape({-1}).slice(r.begin, r.end) : Tensor());
-  }
+void ZeroShards::attach_gradients(const GradientReducer& reducer) {
+  for (size_t i = 0; i < params_.size(); ++i) views_[i].set_grad(reducer.piece_gradient(i));
 }
 
 double ZeroShards::gradient_norm() const {
@@ -119,7 +116,7 @@ double ZeroShards::gradient_norm() const {
   comm_.all_gather(std::span<const double>(mine), std::span(all));
   std::vector<std::vector<double>> per_gradient;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!params_[i].grad().defined()) continue;
+    if (!views_[i].grad().defined()) continue;  // no rank's parameter had a gradient
     std::vector<double>& chunks = per_gradient.emplace_back();
     for (int r = 0; r < comm_.size(); ++r) {
       const Range piece = range(i, r);
@@ -136,16 +133,35 @@ void ZeroShards::drop_gradients() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }
 
-void ZeroShards::gather_parameters() {
-  std::vector<size_t> offset;
-  size_t block = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    offset.push_back(block);
-    block += size_t(capacity_[i]) * size_of(params_[i].dtype());
+// Rank r's block: its pieces one after another, in parameter order; each block as long as the
+// longest.
+std::vector<std::vector<size_t>> ZeroShards::block_offsets(size_t& block) const {
+  std::vector<std::vector<size_t>> offsets(size_t(comm_.size()));
+  block = 0;
+  for (int r = 0; r < comm_.size(); ++r) {
+    size_t filled = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      offsets[size_t(r)].push_back(filled);
+      filled += size_t(range(i, r).size()) * size_of(params_[i].dtype());
+    }
+    block = std::max(block, filled);
   }
+  return offsets;
+}
+
+int64_t ZeroShards::gather_bytes() const {
+  size_t block = 0;
+  (void)block_offsets(block);
+  return int64_t(block);
+}
+
+void ZeroShards::gather_parameters() {
+  size_t block = 0;
+  const std::vector<std::vector<size_t>> offsets = block_offsets(block);
+  const size_t me = size_t(comm_.rank());
   std::vector<uint8_t> mine(block), all(block * size_t(comm_.size()));
   for (size_t i = 0; i < params_.size(); ++i)
-    std::memcpy(mine.data() + offset[i], bytes_of(views_[i]), views_[i].nbytes());
+    std::memcpy(mine.data() + offsets[me][i], bytes_of(views_[i]), views_[i].nbytes());
   comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
   for (int r = 0; r < comm_.size(); ++r) {
     if (r == comm_.rank()) continue;
@@ -153,7 +169,8 @@ void ZeroShards::gather_parameters() {
       const Range piece = range(i, r);
       const size_t element = size_of(params_[i].dtype());
       std::memcpy(bytes_of(params_[i]) + size_t(piece.begin) * element,
-                  all.data() + size_t(r) * block + offset[i], size_t(piece.size()) * element);
+                  all.data() + size_t(r) * block + offsets[size_t(r)][i],
+                  size_t(piece.size()) * element);
     }
   }
 }

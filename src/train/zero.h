@@ -12,6 +12,8 @@
 
 namespace mixp::train {
 
+class GradientReducer;
+
 /// The pieces of the parameters and what moves them between the ranks.
 ///
 /// Parameter i is cut into N pieces at multiples of optim::kGradNormChunk elements (so that the
@@ -22,8 +24,9 @@ namespace mixp::train {
 /// chunk at most.
 ///
 /// Each rank's optimizers update views of its pieces (1-D, sharing the parameters' storage), so
-/// they allocate state for those elements only. The gradients are reduced whole (an all-reduce,
-/// as without ZeRO); each view's gradient is its piece of the reduced one.
+/// they allocate state for those elements only. The gradients are reduce-scattered (the
+/// GradientReducer lays its buckets out rank by rank): each rank receives the reduced gradients
+/// of its pieces only, which become its views' gradients.
 class ZeroShards {
  public:
   struct Range {
@@ -40,17 +43,19 @@ class ZeroShards {
   const Tensor& view(size_t i) const { return views_[i]; }
   size_t parameters() const { return params_.size(); }
 
-  /// Points each view's gradient at its piece of its parameter's gradient (unset where the
-  /// parameter has none).
-  void attach_gradients();
+  /// Sets each view's gradient to the reduced gradient of its piece (unset where no rank's
+  /// parameter had one).
+  void attach_gradients(const GradientReducer& reducer);
   /// The total gradient norm clip_grad_norm would compute from the whole gradients, from each
   /// rank's pieces (an all-gather of their chunk squares); the same on every rank.
   double gradient_norm() const;
-  /// Drops the parameters' gradients (the optimizers drop their views').
+  /// Drops the parameters' own (local, unreduced) gradients.
   void drop_gradients();
   /// Writes every rank's updated pieces into every rank's parameters (one all-gather of bytes),
   /// without marking the parameters as written by someone else than the optimizer.
   void gather_parameters();
+  /// The bytes of each rank's block in gather_parameters().
+  int64_t gather_bytes() const;
 
   /// An optimizer's state as one process would hold it, on rank 0 (which writes checkpoints):
   /// each tensor "<key>/<j>" of this rank's pieces (member j of the optimizer is parameter
@@ -62,6 +67,7 @@ class ZeroShards {
 
  private:
   void assign_pieces();
+  std::vector<std::vector<size_t>> block_offsets(size_t& block) const;
   Range piece_range(size_t i, int piece) const;
 
   dist::Communicator& comm_;
