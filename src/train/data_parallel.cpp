@@ -132,7 +132,6 @@ Tensor GradientReducer::piece_gradient(size_t i) const {
 }
 
 void GradientReducer::start(Bucket& b) {
-  b.started = true;
   if (settings_.pieces) {
     fill_pieces(b);
     b.request = comm_.start_reduce_scatter(
@@ -149,7 +148,6 @@ void GradientReducer::start(Bucket& b) {
     else
       part.fill_(0.0);
   }
-  b.started = true;
   b.request = comm_.start_all_reduce(
       {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()}, settings_.op);
 }
@@ -160,7 +158,6 @@ void GradientReducer::finish() {
   for (Bucket& b : buckets_) {
     b.request.wait();
     b.ready = 0;
-    b.started = false;
     if (settings_.pieces) {
       finish_pieces(b);
       continue;

@@ -58,7 +58,6 @@ class GradientReducer {
   /// ZeRO: the reduced gradient (f32) of this rank's piece of parameter i after finish(), or an
   /// undefined tensor when no rank's parameter had a gradient.
   Tensor piece_gradient(size_t i) const;
-  size_t buckets() const { return buckets_.size(); }
   /// The dtypes the buckets travel in: "f32", "bf16", or several joined by "+".
   std::string wire_dtypes() const;
 
@@ -73,7 +72,6 @@ class GradientReducer {
     std::vector<std::vector<int64_t>> piece_starts;
     Tensor shard;
     size_t ready = 0;
-    bool started = false;
     dist::Request request;
   };
   void on_ready(size_t param);
