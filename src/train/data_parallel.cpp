@@ -152,8 +152,15 @@ void GradientReducer::start(Bucket& b) {
       {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()}, settings_.op);
 }
 
+std::vector<std::vector<size_t>> GradientReducer::bucket_parameters() const {
+  std::vector<std::vector<size_t>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.params);
+  return out;
+}
+
 void GradientReducer::finish() {
   armed_ = false;
+  started_during_backward_ = next_to_start_;
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
   for (Bucket& b : buckets_) {
     b.request.wait();

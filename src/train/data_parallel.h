@@ -58,6 +58,11 @@ class GradientReducer {
   /// ZeRO: the reduced gradient (f32) of this rank's piece of parameter i after finish(), or an
   /// undefined tensor when no rank's parameter had a gradient.
   Tensor piece_gradient(size_t i) const;
+  /// Each bucket's parameters, by index, in bucket order.
+  std::vector<std::vector<size_t>> bucket_parameters() const;
+  /// How many buckets the last backward started from its hooks, before finish(): the
+  /// reductions that overlapped the rest of backward.
+  size_t started_during_backward() const { return started_during_backward_; }
   /// The dtypes the buckets travel in: "f32", "bf16", or several joined by "+".
   std::string wire_dtypes() const;
 
@@ -90,6 +95,7 @@ class GradientReducer {
   std::vector<bool> had_gradient_;  // by parameter, this step (ZeRO)
   std::vector<Tensor> piece_gradients_;  // by parameter (ZeRO)
   size_t next_to_start_ = 0;
+  size_t started_during_backward_ = 0;
   bool armed_ = false;
 };
 
