@@ -139,14 +139,21 @@ std::optional<std::string> checkpoint_run_id(const std::string& path) {
   return it == metadata->end() ? "" : it->second;
 }
 
-std::string write_checkpoint(const std::string& dir, int64_t step, const std::string& run_id,
-                             const StateDict& state,
-                             const std::map<std::string, std::string>& metadata, int keep) {
-  namespace fs = std::filesystem;
-  MIXP_CHECK(keep >= 1, "checkpoint: keep must be >= 1, got ", keep);
-  MIXP_CHECK(!run_id.empty(), "checkpoint: a run id is needed");
-  fs::create_directories(dir);
-  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
+std::string checkpoint_shard_file_name(int64_t step, int rank, int ranks) {
+  MIXP_CHECK(step >= 0 && rank >= 0 && rank < ranks, "checkpoint shard: step ", step, ", rank ",
+             rank, " of ", ranks, " is not valid");
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "checkpoint-%08lld.shard-%d-of-%d.safetensors", (long long)step,
+                rank, ranks);
+  return buf;
+}
+
+namespace {
+
+// A checkpoint file in the checkpoint format: tensors, their checksums, the state values.
+void write_checkpoint_file(const std::string& path, int64_t step, const std::string& run_id,
+                           const StateDict& state,
+                           const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, Tensor>> tensors(state.tensors.begin(), state.tensors.end());
   nlohmann::json sums = nlohmann::json::object();
   for (const auto& [name, t] : tensors) sums[name] = crc32_of(t);
@@ -160,12 +167,71 @@ std::string write_checkpoint(const std::string& dir, int64_t step, const std::st
   all["state"] = state_text;
   all["checksums"] = sums.dump();
   write_safetensors(path, tensors, all);  // durable once this returns
+}
+
+uint32_t crc32_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MIXP_CHECK(in, "cannot read ", path);
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::vector<char> buffer(1 << 20);
+  while (in.read(buffer.data(), std::streamsize(buffer.size())) || in.gcount() > 0)
+    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()), uInt(in.gcount()));
+  return uint32_t(crc);
+}
+
+// The step of a shard's file name ("checkpoint-<step>.shard-..."), or nothing.
+std::optional<int64_t> shard_step_of(const std::string& name) {
+  const size_t dot = name.find(".shard-");
+  if (!name.starts_with(kPrefix) || dot == std::string::npos || !name.ends_with(kSuffix))
+    return std::nullopt;
+  return step_of(name.substr(0, dot) + std::string(kSuffix));
+}
+
+// This run's shards whose checkpoint is not among `kept` (pruned, or never written).
+void prune_shards(const std::string& dir, const std::string& run_id,
+                  const std::vector<int64_t>& kept) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::optional<int64_t> step = shard_step_of(e.path().filename().string());
+    if (!step || std::find(kept.begin(), kept.end(), *step) != kept.end()) continue;
+    if (checkpoint_run_id(e.path().string()) == run_id) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+uint32_t write_checkpoint_shard(const std::string& dir, int64_t step, const std::string& run_id,
+                                int rank, int ranks, const StateDict& state) {
+  MIXP_CHECK(!run_id.empty(), "checkpoint: a run id is needed");
+  std::filesystem::create_directories(dir);
+  const std::string path =
+      (std::filesystem::path(dir) / checkpoint_shard_file_name(step, rank, ranks)).string();
+  write_checkpoint_file(path, step, run_id, state,
+                        {{"shard", std::to_string(rank) + "/" + std::to_string(ranks)}});
+  return crc32_of_file(path);
+}
+
+std::string write_checkpoint(const std::string& dir, int64_t step, const std::string& run_id,
+                             const StateDict& state,
+                             const std::map<std::string, std::string>& metadata, int keep) {
+  namespace fs = std::filesystem;
+  MIXP_CHECK(keep >= 1, "checkpoint: keep must be >= 1, got ", keep);
+  MIXP_CHECK(!run_id.empty(), "checkpoint: a run id is needed");
+  fs::create_directories(dir);
+  const std::string path = (fs::path(dir) / checkpoint_file_name(step)).string();
+  write_checkpoint_file(path, step, run_id, state, metadata);
   int kept = 0;
+  std::vector<int64_t> kept_steps;
   for (const auto& [other_step, other] : list_checkpoints(dir)) {
     if (checkpoint_run_id(other) != run_id) continue;  // another run's: not ours to prune
     std::error_code ec;
-    if (++kept > keep) fs::remove(other, ec);  // a leftover old checkpoint is harmless
+    if (++kept > keep)
+      fs::remove(other, ec);  // a leftover old checkpoint is harmless
+    else
+      kept_steps.push_back(other_step);
   }
+  prune_shards(dir, run_id, kept_steps);
   // Temporary files of checkpoints are strays of writes that crashed before their rename (this
   // one's was renamed): never read, and removed here so that they do not pile up.
   std::error_code ec;
@@ -202,6 +268,36 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   c.state.tensors = c.file.tensors;
   return c;
+}
+
+std::vector<Checkpoint> read_checkpoint_shards(const Checkpoint& c) {
+  std::vector<Checkpoint> shards;
+  const auto it = c.file.metadata.find("shards");
+  if (it == c.file.metadata.end()) return shards;
+  const nlohmann::json manifest = nlohmann::json::parse(it->second, nullptr, false);
+  MIXP_CHECK(manifest.is_array() && !manifest.empty(), c.path, ": its list of shards is not readable");
+  const int ranks = int(manifest.size());
+  for (int r = 0; r < ranks; ++r) {
+    const nlohmann::json& entry = manifest[size_t(r)];
+    MIXP_CHECK(entry.is_object() && entry.contains("file") && entry["file"].is_string() &&
+                   entry.contains("crc32") && entry["crc32"].is_number_unsigned(),
+               c.path, ": entry ", r, " of its list of shards is not readable");
+    const std::string name = entry["file"].get<std::string>();
+    MIXP_CHECK(name == checkpoint_shard_file_name(c.step, r, ranks), c.path, ": shard ", r,
+               " is named '", name, "', not ", checkpoint_shard_file_name(c.step, r, ranks));
+    const std::string path = (std::filesystem::path(c.path).parent_path() / name).string();
+    MIXP_CHECK(std::filesystem::exists(path), c.path, ": its shard ", name, " (rank ", r, " of ",
+               ranks, ") is missing");
+    MIXP_CHECK(crc32_of_file(path) == entry["crc32"].get<uint32_t>(), c.path, ": its shard ",
+               name, " does not match the checksum the checkpoint names (another write's shard?)");
+    Checkpoint shard = read_checkpoint(path);
+    MIXP_CHECK(shard.step == c.step && shard.run_id == c.run_id &&
+                   metadata_value(shard.file, path, "shard") ==
+                       std::to_string(r) + "/" + std::to_string(ranks),
+               c.path, ": its shard ", name, " is of another step, run or rank");
+    shards.push_back(std::move(shard));
+  }
+  return shards;
 }
 
 std::optional<Checkpoint> read_newest_checkpoint(

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 #include <sstream>
+#include <span>
 
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
@@ -225,14 +226,19 @@ void Trainer::write_run_json() const {
   io::write_file_atomically(o_.out_dir + "/run.json", run.dump(2) + "\n");
 }
 
-StateDict Trainer::state_dict(const Before* before) const {
+// Under ZeRO the optimizers' pieces go into `pieces` (this rank's shard) instead.
+StateDict Trainer::state_dict(const Before* before, StateDict* pieces) const {
   StateDict s;
   StateDict model = model_.state_dict();
   if (before && before->generator) model.set_philox("generator", *before->generator);
   s.insert("model", model);
   for (size_t k = 0; k < optimizers_.size(); ++k) {
     StateDict state = optimizers_[k].optimizer->state_dict();
-    if (zero_) state = zero_->gather_state(state, group_members_[k]);  // collective
+    if (zero_) {
+      auto [replicated, mine] = zero_->split_pieces(state, group_members_[k]);
+      state = replicated;
+      pieces->insert("optimizer." + std::to_string(k), mine);
+    }
     s.insert("optimizer." + std::to_string(k), state);
   }
   s.insert("schedule", schedule_->state_dict());
@@ -315,16 +321,19 @@ void Trainer::extend_schedule(const StateDict& saved) {
 
 void Trainer::resume() {
   std::optional<StateDict> state;
+  std::vector<io::Checkpoint> shards;
   const std::optional<io::Checkpoint> c = io::read_newest_checkpoint(
       o_.out_dir, run_id_,
       [&](const io::Checkpoint& c) {
         io::check_finite(c.file, c.path);  // a poisoned state is no place to continue from
         state = c.version >= 2 ? c.state : legacy_checkpoint_state(c, schedule_->state_dict());
         check_run_settings(state->part("trainer"), /*step_too=*/false);
+        shards = io::read_checkpoint_shards(c);  // refuses one whose shards are missing
       },
       [&](const std::string& why) { observer_.on_note(why); });
   MIXP_CHECK(c.has_value(), "no usable checkpoint of this run in ", o_.out_dir, " to resume from");
   try {
+    if (!shards.empty()) merge_shards(*state, shards);
     load_state_dict(*state);
   } catch (const Error& e) {
     MIXP_CHECK(false, c->path, ": ", e.message());
@@ -340,19 +349,44 @@ void Trainer::resume() {
   observer_.on_note("resumed from " + c->path + " at step " + std::to_string(c_.step));
 }
 
-// With data parallelism every part of the state is the same on every rank: rank 0 writes it.
+// With data parallelism the state is the same on every rank and rank 0 writes it, except under
+// ZeRO the optimizers' pieces: each rank writes its own as a shard first, and rank 0 then the
+// checkpoint, which names the shards and their checksums (io::write_checkpoint_shard).
 void Trainer::save_checkpoint(const Before* before) {
   MIXP_CHECK(!o_.out_dir.empty(), "stopping writes a checkpoint, which needs a run folder");
-  if (writes() || zero_) {
-    const StateDict state = state_dict(before);  // under ZeRO a collective
-    if (writes())
-      last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state,
-                                              {{"config", config_}}, o_.keep_checkpoints);
+  std::map<std::string, std::string> metadata{{"config", config_}};
+  StateDict pieces;
+  const StateDict state = state_dict(before, &pieces);
+  if (zero_) {
+    const int rank = parallel_->rank(), ranks = parallel_->size();
+    const std::vector<int64_t> mine{
+        io::write_checkpoint_shard(o_.out_dir, c_.step, run_id_, rank, ranks, pieces)};
+    std::vector<int64_t> crcs(static_cast<size_t>(ranks));
+    parallel_->communicator().all_gather(std::span<const int64_t>(mine), std::span(crcs));
+    nlohmann::json manifest = nlohmann::json::array();
+    for (int r = 0; r < ranks; ++r)
+      manifest.push_back({{"file", io::checkpoint_shard_file_name(c_.step, r, ranks)},
+                          {"crc32", crcs[size_t(r)]}});
+    metadata["shards"] = manifest.dump();
   }
+  if (writes())
+    last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state, metadata,
+                                            o_.keep_checkpoints);
   // No rank goes on before the checkpoint is whole: a job being stopped may end all ranks as
   // soon as one of them exits.
   if (parallel_) parallel_->communicator().barrier();
   checkpoint_step_ = c_.step;
+}
+
+// A checkpoint written in shards (ZeRO): the optimizers' whole state put together from every
+// shard, whatever number of ranks wrote them, into `state`.
+void Trainer::merge_shards(StateDict& state, const std::vector<io::Checkpoint>& shards) const {
+  for (size_t k = 0; k < optimizers_.size(); ++k) {
+    const std::string name = "optimizer." + std::to_string(k);
+    std::vector<StateDict> parts;
+    for (const io::Checkpoint& shard : shards) parts.push_back(shard.state.part(name));
+    state.insert(name, ZeroShards::assemble(parts, group_members_[k], params_));
+  }
 }
 
 TrainResult Trainer::result() const {

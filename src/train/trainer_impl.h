@@ -10,6 +10,7 @@
 #include "mixp/amp/fp8.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/amp/presets.h"
+#include "mixp/io/checkpoint.h"
 #include "mixp/optim/lr_schedule.h"
 #include "mixp/train/trained_model.h"
 #include "mixp/train/trainer.h"
@@ -67,7 +68,8 @@ class Trainer {
   void open_folder();
   void write_run_json() const;
   void resume();
-  StateDict state_dict(const Before* before) const;
+  StateDict state_dict(const Before* before, StateDict* pieces) const;
+  void merge_shards(StateDict& state, const std::vector<io::Checkpoint>& shards) const;
   void load_state_dict(const StateDict& state);
   void check_run_settings(const StateDict& trainer, bool step_too) const;
   void extend_schedule(const StateDict& saved);

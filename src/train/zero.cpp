@@ -34,19 +34,16 @@ char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw_data()); }
 
 ZeroShards::ZeroShards(dist::Communicator& comm, const std::vector<Tensor>& params)
     : comm_(comm), params_(params) {
-  const int64_t ranks = comm_.size();
-  for (const Tensor& p : params_) {
-    const int64_t chunks = ceil_div(p.numel(), optim::kGradNormChunk);
-    chunks_per_piece_.push_back(ceil_div(chunks, ranks));
-  }
-  assign_pieces();
+  std::vector<int64_t> numels;
+  for (const Tensor& p : params_) numels.push_back(p.numel());
+  ranges_ = partition(numels, comm_.size());
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     // As the optimizers would for the whole parameter: low-precision gradients add up in fp32.
     if (p.dtype() == DType::bf16 || p.dtype() == DType::f16) p.set_grad_dtype(DType::f32);
     int64_t longest = 0;
-    for (int r = 0; r < ranks; ++r) longest = std::max(longest, range(i, r).size());
+    for (int r = 0; r < comm_.size(); ++r) longest = std::max(longest, range(i, r).size());
     capacity_.push_back(longest);
     const Range mine = range(i, comm_.rank());
     Tensor view = p.detach().reshape({-1}).slice(mine.begin, mine.end);
@@ -55,41 +52,37 @@ ZeroShards::ZeroShards(dist::Communicator& comm, const std::vector<Tensor>& para
   }
 }
 
-// The largest parameters first, each one's pieces largest first to the rank that holds the
-// fewest elements so far (the lowest rank on a tie): the same on every rank, and within one
-// chunk per parameter of an even split.
-void ZeroShards::assign_pieces() {
-  const int ranks = comm_.size();
-  std::vector<size_t> order(params_.size());
+// Each parameter in pieces of q = ceil(chunks / N) chunks; the largest parameters first, each
+// one's pieces largest first to the rank that holds the fewest elements so far (the lowest rank
+// on a tie): a function of the sizes and N alone, so every rank (and a resume on another N)
+// computes the same.
+std::vector<std::vector<ZeroShards::Range>> ZeroShards::partition(
+    const std::vector<int64_t>& numels, int ranks) {
+  const auto piece = [&](size_t i, int k) {
+    const int64_t chunks = ceil_div(numels[i], optim::kGradNormChunk);
+    const int64_t length = ceil_div(chunks, ranks) * optim::kGradNormChunk;
+    return Range{std::min(numels[i], k * length), std::min(numels[i], (k + 1) * length)};
+  };
+  std::vector<size_t> order(numels.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return params_[a].numel() > params_[b].numel();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return numels[a] > numels[b]; });
   std::vector<int64_t> load(size_t(ranks), 0);
-  piece_of_rank_.assign(params_.size(), std::vector<int>(size_t(ranks), 0));
+  std::vector<std::vector<Range>> ranges(numels.size(), std::vector<Range>(size_t(ranks)));
   for (size_t i : order) {
     std::vector<int> pieces(static_cast<size_t>(ranks)), by_load(static_cast<size_t>(ranks));
     for (int k = 0; k < ranks; ++k) pieces[size_t(k)] = by_load[size_t(k)] = k;
-    std::stable_sort(pieces.begin(), pieces.end(), [&](int a, int b) {
-      return piece_range(i, a).size() > piece_range(i, b).size();
-    });
+    std::stable_sort(pieces.begin(), pieces.end(),
+                     [&](int a, int b) { return piece(i, a).size() > piece(i, b).size(); });
     std::stable_sort(by_load.begin(), by_load.end(),
                      [&](int a, int b) { return load[size_t(a)] < load[size_t(b)]; });
     for (int k = 0; k < ranks; ++k) {
-      piece_of_rank_[i][size_t(by_load[size_t(k)])] = pieces[size_t(k)];
-      load[size_t(by_load[size_t(k)])] += piece_range(i, pieces[size_t(k)]).size();
+      const size_t rank = size_t(by_load[size_t(k)]);
+      ranges[i][rank] = piece(i, pieces[size_t(k)]);
+      load[rank] += ranges[i][rank].size();
     }
   }
-}
-
-ZeroShards::Range ZeroShards::piece_range(size_t i, int piece) const {
-  const int64_t numel = params_[i].numel();
-  const int64_t length = chunks_per_piece_[i] * optim::kGradNormChunk;
-  return {std::min(numel, piece * length), std::min(numel, (piece + 1) * length)};
-}
-
-ZeroShards::Range ZeroShards::range(size_t i, int rank) const {
-  return piece_range(i, piece_of_rank_[i][size_t(rank)]);
+  return ranges;
 }
 
 void ZeroShards::attach_gradients(const GradientReducer& reducer) {
@@ -175,27 +168,39 @@ void ZeroShards::gather_parameters() {
   }
 }
 
-StateDict ZeroShards::gather_state(const StateDict& pieces,
-                                   const std::vector<size_t>& members) const {
-  StateDict whole = pieces;
-  for (const auto& [key, t] : pieces.tensors) {
+std::pair<StateDict, StateDict> ZeroShards::split_pieces(
+    const StateDict& state, const std::vector<size_t>& members) const {
+  StateDict rest = state, pieces;
+  for (const auto& [key, t] : state.tensors) {
     const std::optional<size_t> j = member_of(key);
     if (!j || *j >= members.size()) continue;
-    const size_t i = members[*j];
-    if (t.ndim() != 1 || t.numel() != range(i, comm_.rank()).size()) continue;
-    const size_t element = size_of(t.dtype()), capacity = size_t(capacity_[i]) * element;
-    std::vector<uint8_t> mine(capacity), all(capacity * size_t(comm_.size()));
-    std::memcpy(mine.data(), bytes_of(t), t.nbytes());
-    comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
-    if (comm_.rank() != 0) {  // only rank 0 writes checkpoints
-      whole.tensors.erase(key);
-      continue;
-    }
-    Tensor full = empty(params_[i].shape(), t.dtype(), MemoryTag::workspace);
-    for (int r = 0; r < comm_.size(); ++r) {
-      const Range piece = range(i, r);
-      std::memcpy(bytes_of(full) + size_t(piece.begin) * element, all.data() + size_t(r) * capacity,
-                  size_t(piece.size()) * element);
+    pieces.tensors[key] = t;
+    rest.tensors.erase(key);
+  }
+  return {rest, pieces};
+}
+
+StateDict ZeroShards::assemble(const std::vector<StateDict>& shards,
+                               const std::vector<size_t>& members,
+                               const std::vector<Tensor>& params) {
+  std::vector<int64_t> numels;
+  for (const Tensor& p : params) numels.push_back(p.numel());
+  const std::vector<std::vector<Range>> ranges = partition(numels, int(shards.size()));
+  StateDict whole;
+  for (const auto& [key, first] : shards.front().tensors) {
+    const std::optional<size_t> j = member_of(key);
+    MIXP_CHECK(j && *j < members.size(), "a checkpoint shard holds '", key,
+               "', which is no piece of this run's optimizer");
+    const size_t i = members[*j], element = size_of(first.dtype());
+    Tensor full = empty(params[i].shape(), first.dtype(), MemoryTag::workspace);
+    for (size_t r = 0; r < shards.size(); ++r) {
+      const auto it = shards[r].tensors.find(key);
+      MIXP_CHECK(it != shards[r].tensors.end() && it->second.numel() == ranges[i][r].size() &&
+                     it->second.dtype() == first.dtype(),
+                 "checkpoint shard ", r, " of ", shards.size(), " holds no piece '", key,
+                 "' of ", ranges[i][r].size(), " elements, as this run's parameters need");
+      std::memcpy(bytes_of(full) + size_t(ranges[i][r].begin) * element, bytes_of(it->second),
+                  it->second.nbytes());
     }
     whole.tensors[key] = full;
   }

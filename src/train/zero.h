@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixp/dist/communicator.h"
@@ -19,7 +20,7 @@ class GradientReducer;
 /// Parameter i is cut into N pieces at multiples of optim::kGradNormChunk elements (so that the
 /// gradient norm of the pieces is clip_grad_norm's, bit for bit): q_i = ceil(chunks_i / N)
 /// chunks each, the last ones shorter or empty. The pieces go to the ranks so as to even out
-/// their elements (assign_pieces), so that the parameters of one chunk or less (biases, norms)
+/// their elements (partition), so that the parameters of one chunk or less (biases, norms)
 /// spread over the ranks too. Any parameter count works; the ranks' shares differ by about one
 /// chunk at most.
 ///
@@ -38,7 +39,7 @@ class ZeroShards {
   ZeroShards(dist::Communicator& comm, const std::vector<Tensor>& params);
 
   /// Rank `rank`'s piece of parameter i.
-  Range range(size_t i, int rank) const;
+  Range range(size_t i, int rank) const { return ranges_[i][size_t(rank)]; }
   /// The view of this rank's piece of parameter i: the tensor its optimizer updates.
   const Tensor& view(size_t i) const { return views_[i]; }
   size_t parameters() const { return params_.size(); }
@@ -57,23 +58,26 @@ class ZeroShards {
   /// The bytes of each rank's block in gather_parameters().
   int64_t gather_bytes() const;
 
-  /// An optimizer's state as one process would hold it, on rank 0 (which writes checkpoints):
-  /// each tensor "<key>/<j>" of this rank's pieces (member j of the optimizer is parameter
-  /// members[j]) gathered from every rank into the whole parameter's shape; the other ranks
-  /// get the state without those tensors. Collective: every rank calls it with the same keys.
-  StateDict gather_state(const StateDict& pieces, const std::vector<size_t>& members) const;
-  /// The reverse: this rank's pieces of a whole state.
+  /// An optimizer's state split into what every rank holds alike and this rank's pieces: each
+  /// tensor "<key>/<j>" (member j of the optimizer is parameter members[j]).
+  std::pair<StateDict, StateDict> split_pieces(const StateDict& state,
+                                               const std::vector<size_t>& members) const;
+  /// The whole tensors of an optimizer's state from the pieces of every rank of a run of
+  /// shards.size() ranks (shards[r] is rank r's, as split_pieces gave it), for `params`. Throws
+  /// mixp::Error naming a piece that is missing or of another size.
+  static StateDict assemble(const std::vector<StateDict>& shards,
+                            const std::vector<size_t>& members, const std::vector<Tensor>& params);
+  /// The pieces of parameters of `numels` elements among `ranks` ranks: [parameter][rank].
+  static std::vector<std::vector<Range>> partition(const std::vector<int64_t>& numels, int ranks);
+  /// This rank's pieces of a whole state.
   StateDict piece_of_state(const StateDict& whole, const std::vector<size_t>& members) const;
 
  private:
-  void assign_pieces();
   std::vector<std::vector<size_t>> block_offsets(size_t& block) const;
-  Range piece_range(size_t i, int piece) const;
 
   dist::Communicator& comm_;
   std::vector<Tensor> params_;
-  std::vector<int64_t> chunks_per_piece_;
-  std::vector<std::vector<int>> piece_of_rank_;  // [parameter][rank]
+  std::vector<std::vector<Range>> ranges_;  // [parameter][rank]
   std::vector<Tensor> views_;
   std::vector<int64_t> capacity_;  // the longest piece of each parameter, in elements
 };

@@ -2,8 +2,11 @@
 // a newer version refused naming both; pruning and the newest checkpoint by run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
@@ -52,6 +55,36 @@ TEST_F(Checkpoints, ReadBackTheStateTheyWereWrittenWith) {
   EXPECT_EQ(c.state.tensor("model/param/w").to_vector(), std::vector<double>(6, 1.5));
   EXPECT_EQ(c.file.metadata.at("config"), "{}");
   EXPECT_EQ(io::checkpoint_run_id(path), "run-a");
+}
+
+// A checkpoint in shards: each rank's file, then the checkpoint naming them; pruned together,
+// and the shards of a checkpoint never written with them.
+TEST_F(Checkpoints, ShardsAreReadThroughTheirManifestAndPrunedWithTheirCheckpoint) {
+  const auto write = [&](int64_t step) {
+    nlohmann::json manifest = nlohmann::json::array();
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t crc =
+          io::write_checkpoint_shard(dir_.string(), step, "run-a", r, 2, state(double(r)));
+      manifest.push_back({{"file", io::checkpoint_shard_file_name(step, r, 2)}, {"crc32", crc}});
+    }
+    return io::write_checkpoint(dir_.string(), step, "run-a", state(9.0),
+                                {{"shards", manifest.dump()}}, /*keep=*/1);
+  };
+  write(4);
+  // A crash after the shards of step 6, before its checkpoint: strays for the next write.
+  io::write_checkpoint_shard(dir_.string(), 6, "run-a", 0, 2, state(0.0));
+  const std::string path = write(8);
+  const std::vector<io::Checkpoint> shards = io::read_checkpoint_shards(io::read_checkpoint(path));
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_EQ(shards[1].state.tensor("model/param/w").to_vector(), std::vector<double>(6, 1.0));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string> want{io::checkpoint_file_name(8),
+                                      io::checkpoint_shard_file_name(8, 0, 2),
+                                      io::checkpoint_shard_file_name(8, 1, 2)};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(io::list_checkpoints(dir_.string()).size(), 1u) << "shards are not checkpoints";
 }
 
 TEST_F(Checkpoints, ChangedTensorBytesOrValuesAreFoundNamingWhat) {

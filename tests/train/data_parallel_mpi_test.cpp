@@ -236,6 +236,53 @@ TEST(DataParallel, AZeroCheckpointResumesOnAnyNumberOfRanks) {
   quiet_barrier();
 }
 
+// Notes the trainer gives (why a checkpoint was skipped).
+class NoteTaker : public TrainObserver {
+ public:
+  void on_note(const std::string& text) override { notes += text + "\n"; }
+  std::string notes;
+};
+
+// A ZeRO checkpoint is each rank's shard of the optimizer state and rank 0's file of the rest,
+// which names every shard with its checksum. One whose shard is missing or is another one's is
+// refused, and the run resumes from the checkpoint before it.
+TEST(DataParallel, AZeroCheckpointWithAMissingOrForeignShardIsRefused) {
+  const fs::path dir = shared_folder() / "zero-shards";
+  RunConfig c = gpt_run("amp-bf16", dir);
+  c.train.checkpoint_every = 4;
+  c.train.parallel = {.communicator = world, .deterministic = true, .zero = 1};
+  run_train(c);
+  const std::string last = io::checkpoint_shard_file_name(8, ranks() - 1, ranks());
+  if (rank() == 0) {
+    for (int r = 0; r < ranks(); ++r) {
+      EXPECT_TRUE(fs::exists(dir / io::checkpoint_shard_file_name(4, r, ranks()))) << r;
+      EXPECT_TRUE(fs::exists(dir / io::checkpoint_shard_file_name(8, r, ranks()))) << r;
+    }
+    const fs::path missing = shared_folder() / "zero-shard-missing";
+    const fs::path foreign = shared_folder() / "zero-shard-foreign";
+    fs::copy(dir, missing, fs::copy_options::recursive);
+    fs::copy(dir, foreign, fs::copy_options::recursive);
+    fs::remove(missing / last);
+    fs::copy_file(foreign / io::checkpoint_shard_file_name(4, ranks() - 1, ranks()),
+                  foreign / last, fs::copy_options::overwrite_existing);
+    for (const auto& [folder, why] :
+         {std::pair{missing, " (rank " + std::to_string(ranks() - 1) + " of " +
+                                 std::to_string(ranks()) + ") is missing"},
+          std::pair{foreign, std::string(" does not match the checksum")}}) {
+      NoteTaker notes;
+      RunConfig alone = c;
+      alone.train.out_dir = folder.string();
+      alone.train.parallel = {};
+      alone.train.grad_accum = ranks();
+      alone.train.resume = true;
+      alone.train.observer = &notes;
+      EXPECT_EQ(run_train(alone).resumed_from, 4) << notes.notes;
+      EXPECT_NE(notes.notes.find("its shard " + last + why), std::string::npos) << notes.notes;
+    }
+  }
+  quiet_barrier();
+}
+
 TEST(DataParallel, ZeroWithStochasticRoundingIsRefusedSayingWhatToDo) {
   RunConfig c = gpt_run("bf16", shared_folder() / "zero-sr");
   c.train.parallel = {.communicator = world, .zero = 1};

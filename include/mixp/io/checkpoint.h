@@ -14,6 +14,12 @@
 // plus whatever metadata the writer adds. Version 1 files (without run id, state or checksums)
 // still read; their tensors and metadata are the trainer's to interpret.
 //
+// A checkpoint of several processes that each hold a part of the state (ZeRO) also has one
+// shard per rank, checkpoint-<step>.shard-<rank>-of-<ranks>.safetensors in the same format,
+// written first; the checkpoint, written last, names them and their checksums in "shards", so
+// that it exists only once they all do, and read_checkpoint_shards() refuses it when one is
+// missing or is not the one it names.
+//
 // Writes are atomic (write_file_atomically: temporary file, fsync, rename, fsync of the
 // folder), and older checkpoints are deleted only once the new one is durable, so a crash at
 // any point leaves at least the previous checkpoint whole. Temporary files (".checkpoint-...")
@@ -62,6 +68,19 @@ std::string write_checkpoint(const std::string& dir, int64_t step, const std::st
                              const StateDict& state,
                              const std::map<std::string, std::string>& metadata, int keep = 2);
 
+/// "checkpoint-00001200.shard-1-of-4.safetensors": the part of step 1200's checkpoint that
+/// rank 1 of 4 holds alone (data parallelism with ZeRO: its pieces of the optimizer state).
+std::string checkpoint_shard_file_name(int64_t step, int rank, int ranks);
+
+/// Writes `state` as rank `rank`'s shard of the checkpoint of `step` into `dir` atomically, in
+/// the checkpoint format (with "shard": "<rank>/<ranks>" in the metadata), and returns the
+/// crc32 of the whole file, for the manifest. The checkpoint itself, written last by
+/// write_checkpoint() with the metadata "shards" (a JSON array of {"file", "crc32"}, rank 0's
+/// first), names every shard; write_checkpoint() prunes a checkpoint's shards with it, and
+/// shards of this run whose checkpoint was never written.
+uint32_t write_checkpoint_shard(const std::string& dir, int64_t step, const std::string& run_id,
+                                int rank, int ranks, const StateDict& state);
+
 struct Checkpoint {
   int64_t step = 0;
   std::string path;
@@ -75,6 +94,12 @@ struct Checkpoint {
 /// kCheckpointVersion) and, from version 2, every checksum. Throws mixp::Error naming the
 /// file and what is wrong (the tensor whose bytes do not match, both versions, ...).
 Checkpoint read_checkpoint(const std::string& path);
+
+/// The shards a checkpoint's manifest names (none without one), each read and verified: the
+/// file exists beside it, its bytes have the manifest's crc32, it is the shard of that rank of
+/// that step of that run. Throws mixp::Error naming the checkpoint and the shard that is
+/// missing or does not match.
+std::vector<Checkpoint> read_checkpoint_shards(const Checkpoint& checkpoint);
 
 /// The newest checkpoint of `dir` whose run id is `run_id` (any, when empty), that
 /// read_checkpoint() accepts and that `validate` accepts (it throws mixp::Error to refuse one;
