@@ -105,17 +105,20 @@
 // (check_replicas proves it with a hash). With `deterministic`, the gradients are summed in
 // rank order in their own dtype (dist::ReduceOp::ordered_sum): N ranks then train bitwise the
 // parameters of one process with grad_accum N over the same batch (batch norm's running
-// statistics excepted: that process updates them once per micro-batch; dropout draws each micro-batch's masks from
-// its own part of the generator's counter, 2^36 words apart, whenever a step has more than one
-// micro-batch, so that both draw the same masks). Evaluation is shared the same way and summed.
+// statistics excepted: that process updates them once per micro-batch; dropout draws each
+// micro-batch's masks from its own part of the generator's counter, 2^36 words apart, whenever
+// a step has more than one micro-batch, so that both draw the same masks). Evaluation is shared
+// the same way and summed.
 // With zero = 1 (ZeRO stage 1), each parameter is cut into N pieces (at multiples of 16384
 // elements, so that the gradient norm from the pieces is one process's, bit for bit) and each
 // rank's optimizers keep the moments and the fp32 masters (or bf16 masters' low halves) of its
-// pieces only, about 1/N of them; the gradients are still all-reduced whole; each rank updates
-// its pieces and the parameters are all-gathered in their dtype. Deterministic, it is bitwise
-// the same run. Its checkpoints hold the whole state (gathered), so they resume on any N.
-// Rank 0 alone writes the run folder; the others read it to resume. The global batch must
-// divide by N x grad_accum; the ranks refuse to start when their configurations differ.
+// pieces only, about 1/N of them; the gradients are reduce-scattered so that each rank
+// receives its pieces' only; each rank updates its pieces and the parameters are all-gathered
+// in their dtype. Deterministic, it is bitwise the same run. Each rank writes its pieces of a
+// checkpoint as a shard, which the checkpoint names; a run resumes from them on any N.
+// Rank 0 alone writes the run folder (and each rank its shards); the others read it to resume
+// (a file system every rank sees). The global batch must divide by N x grad_accum; the ranks
+// refuse to start when their configurations differ.
 //
 // The trainer sees a model through TrainModel and its data through DataSource; the built-in
 // models and data sets come through mixp/train/run.h, and tests define small ones.
