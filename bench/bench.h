@@ -113,13 +113,15 @@ int run_allreduce_bench(const AllReduceBenchOptions& options, std::FILE* out);
 ///   mixp bench dp --rounds 3 --bucket-mb 25,4,1
 ///
 /// Each round trains the same gpt on the same text with the same per-rank batch (weak
-/// scaling), one thread per rank: once as one rank (the baseline, no reduction), once as two
-/// ranks for each --bucket-mb value with f32 reduction, once as two ranks with bf16 reduction
-/// (the first bucket size), and times the standalone all-reduce of the gradient payload
-/// between two ranks in f32 and in bf16 (run_allreduce_bench). Every figure is a ratio against
-/// the round's baseline, and the medians over rounds are printed as a table, then one JSON
-/// line. The run folders stay under `out`: round-R/n1, round-R/n2-f32-bucket-B,
-/// round-R/n2-bf16-bucket-B, and round-R/allreduce-f32.log, round-R/allreduce-bf16.log.
+/// scaling), one thread per rank: once as one rank (the baseline, no reduction), as two
+/// one-rank runs at once that do not communicate (the cost of sharing the machine, kept
+/// apart from that of communication), as two ranks for each --bucket-mb value with f32 reduction,
+/// once as two ranks with bf16 reduction (the first bucket size), and times the standalone
+/// all-reduce of the gradient payload between two ranks in f32 and in bf16 (run_allreduce_bench).
+/// Every figure is a ratio against the round's baseline, and the medians over rounds are printed as
+/// a table, then one JSON line. The run folders stay under `out`: round-R/n1, round-R/pair-0 and
+/// round-R/pair-1, round-R/n2-f32-bucket-B, round-R/n2-bf16-bucket-B, and
+/// round-R/allreduce-f32.log, round-R/allreduce-bf16.log.
 struct DpBenchOptions {
   std::string mixp;               ///< the mixp that trains; empty: this executable
   std::string mpirun = "mpirun";  ///< found on PATH unless a path
@@ -169,6 +171,12 @@ std::vector<std::string> dp_train_arguments(const DpBenchOptions& options, const
                                             int ranks, const std::string& reduce_dtype,
                                             double bucket_mb, const std::string& folder,
                                             bool as_root, unsigned cores);
+
+/// Two one-rank trainings at once under `mpirun -np 2`, as dp_train_arguments(options, mixp,
+/// 1, ...) trains, each rank without the variables that would make it join the other (so
+/// they do not communicate), into folder-0 and folder-1: the cost of sharing the machine.
+std::vector<std::string> dp_pair_arguments(const DpBenchOptions& options, const std::string& mixp,
+                                           const std::string& folder, bool as_root, unsigned cores);
 
 int run_dp_bench(const DpBenchOptions& options, std::FILE* out);
 

@@ -109,6 +109,31 @@ void run_checked(const std::vector<std::string>& argv, const fs::path& log) {
              "; the end of its output (", log.string(), "):", last_lines(log, 6));
 }
 
+void append(std::vector<std::string>& argv, const std::vector<std::string>& more) {
+  argv.insert(argv.end(), more.begin(), more.end());
+}
+
+// mpirun -np ranks, with --allow-run-as-root for root and --oversubscribe when the ranks
+// outnumber the cores.
+std::vector<std::string> mpirun_prefix(const std::string& mpirun, int ranks, bool as_root,
+                                       unsigned cores) {
+  std::vector<std::string> argv{mpirun, "-np", std::to_string(ranks)};
+  if (as_root) argv.push_back("--allow-run-as-root");
+  if (cores < unsigned(ranks)) argv.push_back("--oversubscribe");
+  return argv;
+}
+
+// mixp train of the bench's gpt, `ranks` x batch_per_rank sequences a step, without --out.
+std::vector<std::string> train_flags(const DpBenchOptions& o, const std::string& mixp, int ranks) {
+  std::vector<std::string> argv{mixp, "train", "--model", "gpt"};
+  append(argv, {"--layers", std::to_string(o.layers), "--heads", std::to_string(o.heads)});
+  append(argv, {"--width", std::to_string(o.width), "--context", std::to_string(o.context)});
+  append(argv, {"--batch", std::to_string(o.batch_per_rank * ranks)});
+  append(argv, {"--steps", std::to_string(o.steps), "--threads", "1"});
+  append(argv, {"--data", o.data, "--val-fraction", number_text(o.val_fraction), "--overwrite"});
+  return argv;
+}
+
 // What every run of the bench shares.
 struct Plan {
   DpBenchOptions options;
@@ -148,6 +173,7 @@ Plan make_plan(const DpBenchOptions& o) {
 // One round's runs, each read back.
 struct Round {
   DpRunSummary one;
+  DpRunSummary pair;              // the slower of two one-rank runs at once
   std::vector<DpRunSummary> f32;  // by bucket size
   DpRunSummary bf16;              // the first bucket size
   double allreduce_f32_ms = 0, allreduce_bf16_ms = 0;
@@ -161,16 +187,22 @@ DpRunSummary train_run(const Plan& plan, const fs::path& folder, int ranks,
   return read_dp_summary((folder / "summary.json").string());
 }
 
+// Two one-rank runs at the same time, placed by mpirun as it places two ranks, that do not
+// communicate: what two processes sharing the machine cost each other. A data-parallel step
+// waits for the slower rank, so the slower run is kept.
+DpRunSummary pair_run(const Plan& plan, const fs::path& folder) {
+  run_checked(dp_pair_arguments(plan.options, plan.mixp, folder.string(), plan.as_root, plan.cores),
+              folder.string() + ".log");
+  const DpRunSummary a = read_dp_summary(folder.string() + "-0/summary.json");
+  const DpRunSummary b = read_dp_summary(folder.string() + "-1/summary.json");
+  return a.median_step_ms >= b.median_step_ms ? a : b;
+}
+
 double allreduce_ms(const Plan& plan, const fs::path& log, int64_t elements,
                     const std::string& dtype) {
-  std::vector<std::string> argv{plan.mpirun, "-np", "2"};
-  if (plan.as_root) argv.push_back("--allow-run-as-root");
-  if (plan.cores < 2) argv.push_back("--oversubscribe");
-  for (const std::string& a :
-       {plan.mixp, std::string("bench"), std::string("allreduce"), std::string("--elements"),
-        std::to_string(elements), std::string("--dtype"), dtype, std::string("--reps"),
-        std::to_string(plan.options.allreduce_reps)})
-    argv.push_back(a);
+  std::vector<std::string> argv = mpirun_prefix(plan.mpirun, 2, plan.as_root, plan.cores);
+  append(argv, {plan.mixp, "bench", "allreduce", "--elements", std::to_string(elements), "--dtype",
+                dtype, "--reps", std::to_string(plan.options.allreduce_reps)});
   run_checked(argv, log);
   std::ifstream in(log);
   json line;
@@ -190,6 +222,8 @@ Round run_round(const Plan& plan, int round, std::FILE* out) {
   };
   r.one = train_run(plan, dir / "n1", 1, "f32", 0);
   say("N=1", r.one);
+  r.pair = pair_run(plan, dir / "pair");
+  say("2 x N=1 at once", r.pair);
   const std::string first = number_text(plan.options.bucket_mb.front());
   for (double mb : plan.options.bucket_mb) {
     r.f32.push_back(train_run(plan, dir / ("n2-f32-bucket-" + number_text(mb)), 2, "f32", mb));
@@ -266,13 +300,20 @@ void two_rank_row(const std::vector<Round>& rounds, const std::string& name, con
   const Figure fraction = over_rounds(rounds, [&](const Round& r) {
     return exposed_communication_ms(r.one, run(r)) / standalone(r);
   });
+  // Beyond what two processes cost each other without communicating.
+  const Figure beyond =
+      over_rounds(rounds, [&](const Round& r) { return exposed_communication_ms(r.pair, run(r)); });
+  const Figure beyond_fraction = over_rounds(rounds, [&](const Round& r) {
+    return exposed_communication_ms(r.pair, run(r)) / standalone(r);
+  });
   const Figure bytes =
       over_rounds(rounds, [&](const Round& r) { return double(run(r).bytes_sent_per_step); });
-  std::fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %.0f |\n", name.c_str(),
+  std::fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f |\n", name.c_str(),
                with_rounds(step, "%.1f").c_str(), with_rounds(per_rank, "%.1f").c_str(),
                with_rounds(efficiency, "%.1f%%", 100).c_str(), with_rounds(exposed, "%.2f").c_str(),
-               with_rounds(alone, "%.2f").c_str(), with_rounds(fraction, "%.0f%%", 100).c_str(),
-               bytes.median);
+               with_rounds(beyond, "%.2f").c_str(), with_rounds(alone, "%.2f").c_str(),
+               with_rounds(fraction, "%.0f%%", 100).c_str(),
+               with_rounds(beyond_fraction, "%.0f%%", 100).c_str(), bytes.median);
   rows.push_back({{"reduce_dtype", dtype},
                   {"bucket_mb", bucket_mb},
                   {"median_step_ms", step.median},
@@ -283,7 +324,40 @@ void two_rank_row(const std::vector<Round>& rounds, const std::string& name, con
                   {"standalone_allreduce_ms", alone.median},
                   {"exposed_fraction", fraction.median},
                   {"exposed_fraction_rounds", fraction.rounds},
+                  {"exposed_beyond_pair_ms", beyond.median},
+                  {"exposed_beyond_pair_fraction", beyond_fraction.median},
                   {"bytes_sent_per_step", int64_t(bytes.median)}});
+}
+
+// The table's header and its two baselines: one rank alone, and two one-rank runs at once.
+void print_baseline_rows(const std::vector<Round>& rounds, std::FILE* out, json& result) {
+  std::fprintf(out,
+               "| run | ms/step | samples/s per rank | weak scaling | exposed ms | exposed ms "
+               "beyond 2 x N=1 | standalone all-reduce ms | exposed / standalone | exposed beyond "
+               "2 x N=1 / standalone | bytes sent/step |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n");
+  const Figure one_step = over_rounds(rounds, [](const Round& r) { return r.one.median_step_ms; });
+  const Figure one_rate = over_rounds(rounds, [](const Round& r) { return r.one.samples_per_s; });
+  std::fprintf(out, "| N=1 (baseline) | %s | %s | 100%% | 0 | - | - | - | - | %lld |\n",
+               with_rounds(one_step, "%.1f").c_str(), with_rounds(one_rate, "%.1f").c_str(),
+               (long long)rounds.front().one.bytes_sent_per_step);
+  const Figure pair_step =
+      over_rounds(rounds, [](const Round& r) { return r.pair.median_step_ms; });
+  const Figure pair_rate = over_rounds(rounds, [](const Round& r) { return r.pair.samples_per_s; });
+  const Figure pair_efficiency =
+      over_rounds(rounds, [](const Round& r) { return weak_scaling_efficiency(r.one, r.pair); });
+  const Figure pair_exposed =
+      over_rounds(rounds, [](const Round& r) { return exposed_communication_ms(r.one, r.pair); });
+  std::fprintf(out,
+               "| 2 x N=1 at once, no communication | %s | %s | %s | %s | 0 | - | - | - | 0 |\n",
+               with_rounds(pair_step, "%.1f").c_str(), with_rounds(pair_rate, "%.1f").c_str(),
+               with_rounds(pair_efficiency, "%.1f%%", 100).c_str(),
+               with_rounds(pair_exposed, "%.2f").c_str());
+  result["n1"] = {{"median_step_ms", one_step.median}, {"samples_per_s", one_rate.median}};
+  result["pair"] = {{"median_step_ms", pair_step.median},
+                    {"samples_per_s", pair_rate.median},
+                    {"weak_scaling_efficiency", pair_efficiency.median},
+                    {"exposed_ms", pair_exposed.median}};
 }
 
 void print_memory(const std::vector<Round>& rounds, double bucket_mb, std::FILE* out,
@@ -358,40 +432,25 @@ std::vector<std::string> dp_train_arguments(const DpBenchOptions& o, const std::
                                             int ranks, const std::string& reduce_dtype,
                                             double bucket_mb, const std::string& folder,
                                             bool as_root, unsigned cores) {
-  std::vector<std::string> argv{o.mpirun, "-np", std::to_string(ranks)};
-  if (as_root) argv.push_back("--allow-run-as-root");
-  if (cores < unsigned(ranks)) argv.push_back("--oversubscribe");
-  const std::vector<std::string> train{mixp,
-                                       "train",
-                                       "--model",
-                                       "gpt",
-                                       "--layers",
-                                       std::to_string(o.layers),
-                                       "--heads",
-                                       std::to_string(o.heads),
-                                       "--width",
-                                       std::to_string(o.width),
-                                       "--context",
-                                       std::to_string(o.context),
-                                       "--batch",
-                                       std::to_string(o.batch_per_rank * ranks),
-                                       "--steps",
-                                       std::to_string(o.steps),
-                                       "--threads",
-                                       "1",
-                                       "--data",
-                                       o.data,
-                                       "--val-fraction",
-                                       number_text(o.val_fraction),
-                                       "--out",
-                                       folder,
-                                       "--overwrite"};
-  argv.insert(argv.end(), train.begin(), train.end());
-  if (ranks > 1) {
-    for (const std::string& a : {std::string("--reduce-dtype"), reduce_dtype,
-                                 std::string("--bucket-mb"), number_text(bucket_mb)})
-      argv.push_back(a);
-  }
+  std::vector<std::string> argv = mpirun_prefix(o.mpirun, ranks, as_root, cores);
+  append(argv, train_flags(o, mixp, ranks));
+  append(argv, {"--out", folder});
+  if (ranks > 1)
+    append(argv, {"--reduce-dtype", reduce_dtype, "--bucket-mb", number_text(bucket_mb)});
+  return argv;
+}
+
+std::vector<std::string> dp_pair_arguments(const DpBenchOptions& o, const std::string& mixp,
+                                           const std::string& folder, bool as_root,
+                                           unsigned cores) {
+  std::vector<std::string> argv = mpirun_prefix(o.mpirun, 2, as_root, cores);
+  // Without the rank and size that mpirun sets, mixp trains as one process; each rank writes
+  // to folder-0 or folder-1.
+  append(argv, {"sh", "-c",
+                "exec env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK \"$@\" "
+                "--out \"$0-$OMPI_COMM_WORLD_RANK\"",
+                folder});
+  append(argv, train_flags(o, mixp, 1));
   return argv;
 }
 
@@ -414,15 +473,8 @@ int run_dp_bench(const DpBenchOptions& options, std::FILE* out) {
                "\nmedians over %d rounds (each round's value in brackets); gradient payload %lld "
                "bytes in f32\n",
                o.rounds, (long long)payload);
-  std::fprintf(out,
-               "| run | ms/step | samples/s per rank | weak scaling | exposed ms | standalone "
-               "all-reduce ms | exposed / standalone | bytes sent/step |\n"
-               "|---|---|---|---|---|---|---|---|\n");
-  const Figure one_step = over_rounds(rounds, [](const Round& r) { return r.one.median_step_ms; });
-  const Figure one_rate = over_rounds(rounds, [](const Round& r) { return r.one.samples_per_s; });
-  std::fprintf(out, "| N=1 (baseline) | %s | %s | 100%% | 0 | - | - | %lld |\n",
-               with_rounds(one_step, "%.1f").c_str(), with_rounds(one_rate, "%.1f").c_str(),
-               (long long)rounds.front().one.bytes_sent_per_step);
+  json result = {{"bench", "dp"}};
+  print_baseline_rows(rounds, out, result);
   json rows = json::array();
   for (size_t b = 0; b < o.bucket_mb.size(); ++b)
     two_rank_row(
@@ -435,21 +487,19 @@ int run_dp_bench(const DpBenchOptions& options, std::FILE* out) {
     return double(r.bf16.bytes_sent_per_step) / double(r.f32.front().bytes_sent_per_step);
   });
 
-  json result = {{"bench", "dp"},
-                 {"rounds", o.rounds},
-                 {"model",
-                  {{"name", "gpt"},
-                   {"layers", o.layers},
-                   {"heads", o.heads},
-                   {"width", o.width},
-                   {"context", o.context}}},
-                 {"batch_per_rank", o.batch_per_rank},
-                 {"steps", o.steps},
-                 {"gradient_payload_bytes", payload},
-                 {"out", o.out},
-                 {"n1", {{"median_step_ms", one_step.median}, {"samples_per_s", one_rate.median}}},
-                 {"n2", rows},
-                 {"bf16_over_f32_bytes", bytes_ratio.median}};
+  result.update(json{{"rounds", o.rounds},
+                     {"model",
+                      {{"name", "gpt"},
+                       {"layers", o.layers},
+                       {"heads", o.heads},
+                       {"width", o.width},
+                       {"context", o.context}}},
+                     {"batch_per_rank", o.batch_per_rank},
+                     {"steps", o.steps},
+                     {"gradient_payload_bytes", payload},
+                     {"out", o.out},
+                     {"n2", rows},
+                     {"bf16_over_f32_bytes", bytes_ratio.median}});
   print_memory(rounds, o.bucket_mb.front(), out, result);
 
   std::fprintf(out, "\ntargets, on the medians:\n");

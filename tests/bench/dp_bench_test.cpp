@@ -161,6 +161,19 @@ TEST(DpBenchCommand, TrainsTheSamePerRankBatchOnOneThread) {
       dp_train_arguments(o, "/bin/mixp", 2, "f32", 1, "/runs/c", false, 1);
   EXPECT_EQ(std::count(crowded.begin(), crowded.end(), "--oversubscribe"), 1);
   EXPECT_EQ(value_of(crowded, "--bucket-mb"), "1");
+
+  // Two processes at once, each training one rank's batch alone into its own folder.
+  const std::vector<std::string> pair = dp_pair_arguments(o, "/bin/mixp", "/runs/pair", false, 2);
+  EXPECT_EQ(value_of(pair, "-np"), "2");
+  EXPECT_EQ(value_of(pair, "--batch"), "8");
+  EXPECT_EQ(value_of(pair, "--threads"), "1");
+  EXPECT_EQ(value_of(pair, "--out"), "(absent)");  // the shell adds -0 or -1 to the folder
+  EXPECT_EQ(value_of(pair, "--reduce-dtype"), "(absent)");
+  const auto script = std::find(pair.begin(), pair.end(), "-c");
+  ASSERT_NE(script, pair.end());
+  ASSERT_LT(script + 2, pair.end());
+  EXPECT_NE((script + 1)->find("-u OMPI_COMM_WORLD_SIZE"), std::string::npos) << *(script + 1);
+  EXPECT_EQ(*(script + 2), "/runs/pair");
 }
 
 TEST(DpBenchOptions, AreCheckedBeforeAnythingRuns) {
@@ -253,6 +266,15 @@ TEST_F(DpBench, SmokeRunPrintsTheFiguresOfItsRunFolders) {
   EXPECT_EQ(one.world_size, 1);
   EXPECT_DOUBLE_EQ(result["n1"]["median_step_ms"].get<double>(), one.median_step_ms);
   EXPECT_EQ(result["gradient_payload_bytes"].get<int64_t>(), gradient_payload_bytes(one.model));
+  // The pair: two one-rank runs, the slower kept.
+  const DpRunSummary pair0 = read_dp_summary((round / "pair-0" / "summary.json").string());
+  const DpRunSummary pair1 = read_dp_summary((round / "pair-1" / "summary.json").string());
+  EXPECT_EQ(pair0.world_size, 1);
+  EXPECT_EQ(pair1.world_size, 1);
+  const DpRunSummary& slower = pair0.median_step_ms >= pair1.median_step_ms ? pair0 : pair1;
+  EXPECT_DOUBLE_EQ(result["pair"]["median_step_ms"].get<double>(), slower.median_step_ms);
+  EXPECT_DOUBLE_EQ(result["pair"]["exposed_ms"].get<double>(),
+                   slower.median_step_ms - one.median_step_ms);
   const std::vector<std::pair<std::string, std::string>> expected = {
       {"f32", "n2-f32-bucket-2"}, {"f32", "n2-f32-bucket-0.5"}, {"bf16", "n2-bf16-bucket-2"}};
   ASSERT_EQ(result["n2"].size(), expected.size()) << out;
@@ -267,6 +289,8 @@ TEST_F(DpBench, SmokeRunPrintsTheFiguresOfItsRunFolders) {
     EXPECT_DOUBLE_EQ(row["weak_scaling_efficiency"].get<double>(),
                      two.samples_per_s / 2 / one.samples_per_s);
     EXPECT_DOUBLE_EQ(row["exposed_ms"].get<double>(), two.median_step_ms - one.median_step_ms);
+    EXPECT_DOUBLE_EQ(row["exposed_beyond_pair_ms"].get<double>(),
+                     two.median_step_ms - slower.median_step_ms);
     EXPECT_EQ(row["bytes_sent_per_step"].get<int64_t>(), two.bytes_sent_per_step);
     const json allreduce =
         last_json_line(test::slurp(round / ("allreduce-" + expected[i].first + ".log")));
@@ -287,6 +311,7 @@ TEST_F(DpBench, SmokeRunPrintsTheFiguresOfItsRunFolders) {
             f32.peak_memory_bytes.at("total"));
   // The table has a row for the baseline and one per two-rank run.
   EXPECT_NE(out.find("| N=1 (baseline) |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| 2 x N=1 at once, no communication |"), std::string::npos) << out;
   EXPECT_NE(out.find("| N=2 f32, 0.5 MiB buckets |"), std::string::npos) << out;
   EXPECT_NE(out.find("| N=2 bf16, 2 MiB buckets |"), std::string::npos) << out;
 }
