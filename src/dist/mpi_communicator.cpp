@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -90,17 +92,33 @@ struct Chunks {
   std::vector<int> counts, displs;
 };
 
+class RankOrderReduction;
+
+// The all-gathers that end rank-order all-reduces. MPI needs every rank to start the
+// collectives of a communicator in the same order, but an all-gather can start only once its
+// all-to-all has completed, which happens at different times on different ranks, between the
+// collectives the program starts. So the all-gathers run on a communicator of their own, each
+// in the order its all-reduce was started (its ticket), driven forward by whichever of them is
+// waited on or tested.
+struct GatherSequence {
+  MPI_Comm comm = MPI_COMM_NULL;
+  uint64_t issued = 0;       // tickets handed out
+  uint64_t next_gather = 0;  // the ticket whose all-gather starts next
+  std::deque<RankOrderReduction*> live;  // the all-reduces not yet complete, by ticket
+};
+
 // A reduction in rank order (chunk_reduction.h): an all-to-all sends each rank its chunk of
 // every rank's data, each rank reduces its chunk locally in rank order, and an all-reduce then
-// all-gathers the reduced chunks in place. MPI sees only words of the element's width.
+// all-gathers the reduced chunks in place (GatherSequence). MPI sees only words of the element's
+// width.
 class RankOrderReduction final : public detail::PendingOperation {
  public:
   // `gather_into` is the all-reduce's buffer, or null for a reduce-scatter, which ends with
   // the local reduction into `own_chunk`.
-  RankOrderReduction(Origin origin, MPI_Comm comm, ReduceOp op, ConstBuffer in, Buffer own_chunk,
-                      void* gather_into, Chunks chunks)
+  RankOrderReduction(Origin origin, MPI_Comm comm, GatherSequence& sequence, ReduceOp op,
+                     ConstBuffer in, Buffer own_chunk, void* gather_into, Chunks chunks)
       : origin_(origin),
-        comm_(comm),
+        sequence_(sequence),
         op_(op),
         dtype_(in.dtype),
         own_chunk_(own_chunk),
@@ -113,25 +131,37 @@ class RankOrderReduction final : public detail::PendingOperation {
     for (int r = 0; r < origin.size; ++r) receive_displs_.push_back(r * mine);
     origin_.check(MPI_Ialltoallv(in.data, chunks_.counts.data(), chunks_.displs.data(),
                                  word_, received_.data(), receive_counts_.data(),
-                                 receive_displs_.data(), word_, comm_, &request_));
+                                 receive_displs_.data(), word_, comm, &request_));
+    if (gather_into_ != nullptr) {
+      ticket_ = sequence_.issued++;
+      sequence_.live.push_back(this);
+    }
+  }
+  ~RankOrderReduction() override {
+    auto& live = sequence_.live;
+    if (auto it = std::find(live.begin(), live.end(), this); it != live.end()) live.erase(it);
   }
 
   void wait() override {
-    while (stage_ != Stage::done) {
-      origin_.check(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-      advance();
+    while (!test()) {
     }
   }
   bool test() override {
-    while (stage_ != Stage::done) {
-      if (!finished(request_, origin_)) return false;
-      advance();
+    if (gather_into_ == nullptr) {
+      poll();
+      return stage_ == Stage::done;
     }
-    return true;
+    // The all-reduces started before this one first: their all-gathers come first.
+    const std::deque<RankOrderReduction*> earlier = sequence_.live;
+    for (RankOrderReduction* op : earlier) {
+      op->poll();
+      if (op == this) break;
+    }
+    return stage_ == Stage::done;
   }
 
  private:
-  enum class Stage { exchanging, gathering, done };
+  enum class Stage { exchanging, reduced, gathering, done };
 
   // The elements travel as unsigned words of their width: MPI only moves them.
   static MPI_Datatype word_type(DType dtype) {
@@ -142,26 +172,30 @@ class RankOrderReduction final : public detail::PendingOperation {
     }
   }
 
-  // Called when the current stage's transfer is complete.
-  void advance() {
-    if (stage_ == Stage::gathering) {
-      stage_ = Stage::done;
-      return;
+  // Moves this operation forward as far as it can go without blocking.
+  void poll() {
+    if (stage_ == Stage::exchanging && finished(request_, origin_)) {
+      reduce_chunks_in_rank_order(
+          {received_.data(), own_chunk_.count * size_t(origin_.size), dtype_}, origin_.size,
+          own_chunk_, op_);
+      stage_ = gather_into_ == nullptr ? Stage::done : Stage::reduced;
     }
-    reduce_chunks_in_rank_order({received_.data(), own_chunk_.count * size_t(origin_.size), dtype_},
-                                origin_.size, own_chunk_, op_);
-    if (gather_into_ == nullptr) {
-      stage_ = Stage::done;
-      return;
+    if (stage_ == Stage::reduced && sequence_.next_gather == ticket_) {
+      origin_.check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gather_into_,
+                                    chunks_.counts.data(), chunks_.displs.data(), word_,
+                                    sequence_.comm, &request_));
+      ++sequence_.next_gather;
+      stage_ = Stage::gathering;
     }
-    stage_ = Stage::gathering;
-    origin_.check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gather_into_,
-                                  chunks_.counts.data(), chunks_.displs.data(), word_, comm_,
-                                  &request_));
+    if (stage_ == Stage::gathering && finished(request_, origin_)) {
+      stage_ = Stage::done;
+      auto& live = sequence_.live;
+      live.erase(std::find(live.begin(), live.end(), this));
+    }
   }
 
   Origin origin_;
-  MPI_Comm comm_;
+  GatherSequence& sequence_;
   ReduceOp op_;
   DType dtype_;
   Buffer own_chunk_;
@@ -172,6 +206,7 @@ class RankOrderReduction final : public detail::PendingOperation {
   std::vector<unsigned char> received_;
   MPI_Request request_ = MPI_REQUEST_NULL;
   Stage stage_ = Stage::exchanging;
+  uint64_t ticket_ = 0;
 };
 
 MPI_Datatype native_type(DType dtype) {
@@ -193,10 +228,15 @@ class MpiCommunicator final : public Communicator {
     // MPI_COMM_WORLD's errors stay fatal, as the program chose; this duplicate returns them.
     Origin{"MPI_Comm_dup", 0, 0}.check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    Origin{"MPI_Comm_dup", 0, 0}.check(MPI_Comm_dup(comm_, &gathers_.comm));
+    MPI_Comm_set_errhandler(gathers_.comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
-  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+  ~MpiCommunicator() override {
+    MPI_Comm_free(&gathers_.comm);
+    MPI_Comm_free(&comm_);
+  }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
@@ -214,8 +254,8 @@ class MpiCommunicator final : public Communicator {
                   size_t(chunks.displs[mine]) * size_t(size_of(data.dtype));
       const Buffer own_chunk{own, size_t(chunks.counts[mine]), data.dtype};
       return Request(std::make_unique<RankOrderReduction>(
-          origin, comm_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk, data.data,
-          std::move(chunks)));
+          origin, comm_, gathers_, op, ConstBuffer{data.data, data.count, data.dtype}, own_chunk,
+          data.data, std::move(chunks)));
     }
     auto request = std::make_unique<SingleRequest>(origin);
     origin.check(MPI_Iallreduce(MPI_IN_PLACE, data.data, int(data.count), native_type(data.dtype),
@@ -231,8 +271,8 @@ class MpiCommunicator final : public Communicator {
         chunks.counts.push_back(int(out.count));
         chunks.displs.push_back(r * int(out.count));
       }
-      return Request(std::make_unique<RankOrderReduction>(origin, comm_, op, in, out, nullptr,
-                                                           std::move(chunks)));
+      return Request(std::make_unique<RankOrderReduction>(origin, comm_, gathers_, op, in, out,
+                                                          nullptr, std::move(chunks)));
     }
     auto request = std::make_unique<SingleRequest>(origin);
     origin.check(MPI_Ireduce_scatter_block(in.data, out.data, int(out.count), native_type(in.dtype),
@@ -290,6 +330,7 @@ class MpiCommunicator final : public Communicator {
 
   std::shared_ptr<MpiLibrary> library_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  GatherSequence gathers_;
   int rank_ = 0, size_ = 1;
 };
 

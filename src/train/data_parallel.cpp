@@ -239,11 +239,16 @@ void DataParallel::agree_on_amax(amp::Fp8State& fp8) const {
     for (amp::Fp8Meta& m : fp8.metas(s)) m.amax = float(most[i++]);
 }
 
-void DataParallel::broadcast_buffers(TrainModel& model) const {
+void DataParallel::average_buffers(TrainModel& model) const {
+  const float share = 1.0f / float(size());
   for (const auto& [name, buffer] : model.named_buffers()) {
     if (!buffer || !buffer->defined() || buffer->numel() == 0) continue;
-    comm_.start_broadcast({buffer->raw_data(), size_t(buffer->numel()), buffer->dtype()}, 0).wait();
-    sent_buffer_bytes_ += buffer->nbytes();
+    if (buffer->dtype() != DType::f32) continue;  // counts, the same on every rank
+    auto* values = static_cast<float*>(buffer->raw_data());
+    const std::span<float> all(values, size_t(buffer->numel()));
+    comm_.all_reduce(all, dist::ReduceOp::ordered_sum);
+    for (float& v : all) v *= share;
+    sent_buffer_bytes_ += 2 * buffer->nbytes();
   }
 }
 
@@ -278,7 +283,6 @@ void DataParallel::end_step() {
 int64_t DataParallel::bytes_sent_per_step() const {
   const int64_t n = size();
   const int64_t gradients = reducer_ ? reducer_->payload_bytes() * 2 * (n - 1) / n : 0;
-  // A broadcast moves (N - 1) copies from the root: per rank, (N - 1) / N of the bytes.
   return gradients + step_values_ * int64_t(sizeof(double)) + step_buffer_bytes_ * (n - 1) / n;
 }
 

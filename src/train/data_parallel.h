@@ -107,8 +107,9 @@ class DataParallel {
   void agree_on_found_inf(amp::GradScaler& scaler) const;
   /// This step's amax of every FP8 tensor: the maximum over the ranks (NaN when any saw NaN).
   void agree_on_amax(amp::Fp8State& fp8) const;
-  /// rank 0's floating-point buffers (batch-norm running statistics) on every rank.
-  void broadcast_buffers(TrainModel& model) const;
+  /// The f32 buffers (batch norm's running statistics) averaged over the ranks, in rank order:
+  /// each rank updated them from its own share of the batch.
+  void average_buffers(TrainModel& model) const;
   /// Throws mixp::Error on every rank when the ranks' parameters and buffers are not bitwise
   /// the same after `step`, naming the first rank that differs from rank 0.
   void check_replicas(TrainModel& model, int64_t step) const;

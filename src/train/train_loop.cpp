@@ -176,7 +176,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   }
   for (auto& g : optimizers_) g.optimizer->zero_grad();
   if (parallel_) {
-    parallel_->broadcast_buffers(model_);
+    parallel_->average_buffers(model_);
     if (o_.parallel.check_replicas) parallel_->check_replicas(model_, c_.step + 1);
     parallel_->end_step();
   }

@@ -189,6 +189,37 @@ TEST(MpiCommunicator, RequestsInFlightTogetherCompleteInAnyOrder) {
   for (int r = 0; r < ranks(); ++r) EXPECT_EQ(gathered[size_t(r)], r);
 }
 
+// Several rank-order all-reduces in flight, waited on in a different order on each rank, with
+// a collective started between them: their all-gathers must still meet in one order (MPI's rule
+// for the collectives of a communicator), whatever each rank waits on first.
+TEST(MpiCommunicator, RankOrderAllReducesCompleteInAnyOrderOnEachRank) {
+  const size_t count = 4099, operations = 6;
+  std::vector<std::vector<float>> data(operations, std::vector<float>(count));
+  std::vector<Request> pending;
+  std::vector<int32_t> mine{rank()}, gathered(static_cast<size_t>(ranks()));
+  for (size_t k = 0; k < operations; ++k) {
+    for (size_t i = 0; i < count; ++i) data[k][i] = test::contribution_f32(rank(), i + k);
+    pending.push_back(world->all_reduce_async(std::span(data[k]), ReduceOp::ordered_sum));
+    if (k == 2) world->all_gather(std::span<const int32_t>(mine), std::span(gathered));
+  }
+  // Odd ranks wait from the last, even ranks test the middle one first, then from the first.
+  if (rank() % 2 == 1) {
+    for (size_t k = operations; k-- > 0;) pending[k].wait();
+  } else {
+    while (!pending[3].test()) {
+    }
+    for (Request& r : pending) r.wait();
+  }
+  for (size_t k = 0; k < operations; ++k) {
+    for (size_t i = 0; i < count; ++i) {
+      float want = test::contribution_f32(0, i + k);
+      for (int r = 1; r < ranks(); ++r) want += test::contribution_f32(r, i + k);
+      ASSERT_TRUE(same_bits(data[k][i], want)) << "operation " << k << ", element " << i;
+    }
+  }
+  for (int r = 0; r < ranks(); ++r) EXPECT_EQ(gathered[size_t(r)], r);
+}
+
 // The error of each reduction against the exact sum: f32 (of fp32 values) within the tests'
 // tolerance for fp32 sums over the ranks; bf16 (of bf16 values) within one bf16 rounding, and
 // bitwise the rank-order fp32 sum rounded once; each bitwise the same on every rank. The bf16

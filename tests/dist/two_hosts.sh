@@ -239,7 +239,7 @@ printf '%s slots=%s\n' "$addr_a" "$ranks_per_host" "$addr_b" "$ranks_per_host" >
 
 ranks=$((2 * ranks_per_host))
 # --bind-to none: each host believes it owns every core, so binding would pin the ranks of both
-# hosts to the same cores. Open MPI's session folders go under $tmp, so that they are removed
+# hosts to the same cores. Open MPI's per-job folders go under $tmp, so that they are removed
 # with it even when mpirun is interrupted.
 "${enter_a[@]}" timeout --kill-after=10 "$timeout_s" "$mpirun" \
   -np "$ranks" --hostfile "$tmp/hosts" \

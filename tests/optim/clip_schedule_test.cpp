@@ -39,6 +39,32 @@ TEST(ClipGradNorm, ReturnsTheTotalNormAndScalesAboveMaxNorm) {
   EXPECT_TRUE(within(optim::clip_grad_norm({a, b}, 1e9), 6.5, test::tolerance(DType::f32, 3)));
 }
 
+// Gradients cut into pieces at multiples of kGradNormChunk (as ZeRO shards them) give, put
+// together in order, clip_grad_norm's norm and scaled gradients, bit for bit.
+TEST(ClipGradNorm, PiecesAtChunkBoundariesGiveTheSameNormAndScaling) {
+  const int64_t n = 2 * optim::kGradNormChunk + 777;
+  std::vector<double> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[size_t(i)] = std::sin(double(i) * 0.37) * 0.01;
+  Tensor whole = from_values(values, {n}).set_requires_grad(true);
+  Tensor small = from_values({0.5, -2.0, 3.0}, {3}).set_requires_grad(true);
+  whole.set_grad(from_values(values, {n}));
+  small.set_grad(from_values({0.5, -2.0, 3.0}, {3}));
+  Tensor whole_copy = whole.grad().clone(), small_copy = small.grad().clone();
+  const double norm = optim::clip_grad_norm({whole, small}, 1.0);
+  // The same gradients in pieces: [0, chunk), [chunk, n) and the small one.
+  const int64_t cut = optim::kGradNormChunk;
+  std::vector<Tensor> pieces{whole_copy.slice(0, cut), whole_copy.slice(cut, n), small_copy};
+  std::vector<double> squares_of_whole;
+  for (size_t k = 0; k < 2; ++k)
+    for (double c : optim::chunk_squares(pieces[k], false)) squares_of_whole.push_back(c);
+  const double pieced = optim::norm_from_chunk_squares(
+      {squares_of_whole, optim::chunk_squares(pieces[2], false)}, false);
+  EXPECT_EQ(pieced, norm);
+  optim::scale_to_norm(pieces, pieced, 1.0);
+  EXPECT_EQ(whole_copy.to_vector(), whole.grad().to_vector());
+  EXPECT_EQ(small_copy.to_vector(), small.grad().to_vector());
+}
+
 TEST(ClipGradNorm, LeavesGradientsAloneBelowMaxNorm) {
   Tensor a = test::parameter({0, 0}, DType::f32);
   test::set_grad(a, {0.3, 0.4}, DType::f32);

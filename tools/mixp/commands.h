@@ -107,8 +107,8 @@ TrainCommandOptions with_trained_model_shape(TrainCommandOptions options);
 uint64_t parse_seed(const std::string& text);
 /// Fills options.given from the parsed `command`.
 void record_given_flags(const CLI::App& command, TrainCommandOptions& options);
-/// Throws mixp::Error when mpirun started this process as one of several: the trainer trains
-/// one process alone.
+/// Throws mixp::Error when mpirun started this process as one of several: `mixp compare` runs
+/// as one process.
 void refuse_several_processes();
 /// Runs `body` in a process that is one of several ranks started by mpirun: an error is
 /// printed (by rank 0 as usual, by the others with their rank), and the process ends with

@@ -520,8 +520,9 @@ void refuse_several_processes() {
   const dist::Launch launch = dist::launch_from_environment();
   MIXP_CHECK(launch.world_size <= 1, "this process is rank ", launch.rank, " of ",
              launch.world_size,
-             " started by mpirun, and mixp's trainer does not train across processes yet: each "
-             "rank would train alone. Run mixp train as one process");
+             " started by mpirun, and mixp compare runs as one process: each rank would train "
+             "alone. Run it without mpirun, or train one preset data-parallel with mpirun -np N "
+             "mixp train");
 }
 
 namespace {

@@ -99,11 +99,13 @@
 // bf16 (sent as bf16, added in fp32, rounded once). The ranks then agree, each step, on the
 // loss (summed), on whether any was asked to stop, on each optimizer's found-inf (so all skip
 // the same steps and keep one loss scale) and on the FP8 amaxes (their maximum, as Transformer
-// Engine reduces them); buffers (batch-norm running statistics) are rank 0's, broadcast after
-// every step, as PyTorch DDP's. So every rank holds the same parameters after every step
+// Engine reduces them). Batch norm normalizes each rank's share by the share's own statistics
+// (as PyTorch DDP without SyncBatchNorm) and its running statistics are averaged over the ranks
+// after every step. So every rank holds the same parameters after every step
 // (check_replicas proves it with a hash). With `deterministic`, the gradients are summed in
-// rank order in their own dtype (dist::ReduceOp::ordered_sum): N ranks are then bitwise one
-// process with grad_accum N over the same batch (dropout draws each micro-batch's masks from
+// rank order in their own dtype (dist::ReduceOp::ordered_sum): N ranks then train bitwise the
+// parameters of one process with grad_accum N over the same batch (batch norm's running
+// statistics excepted: that process updates them once per micro-batch; dropout draws each micro-batch's masks from
 // its own part of the generator's counter, 2^36 words apart, whenever a step has more than one
 // micro-batch, so that both draw the same masks). Evaluation is shared the same way and summed.
 // Rank 0 alone writes the run folder; the others read it to resume. The global batch must
