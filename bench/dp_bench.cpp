@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +18,6 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,11 +46,12 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Numbers as flags take them: the shortest text that reads back the same for these values.
+// Numbers as flags take them: the shortest text that reads back as the same double.
 std::string number_text(double value) {
-  std::ostringstream s;
-  s << value;
-  return s.str();
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  MIXP_ASSERT(error == std::errc(), "a double did not fit in 32 characters");
+  return std::string(text, end);
 }
 
 const json& field(const json& object, const char* key, const std::string& path) {
@@ -82,7 +83,7 @@ int run_to_log(const std::vector<std::string>& argv, const fs::path& log) {
   const int error = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   MIXP_CHECK(error == 0, "bench dp: cannot start '", argv[0], "': ", std::strerror(error),
-             argv[0] == std::string("mpirun") ? " (install openmpi-bin, or give --mpirun)" : "");
+             " (Open MPI's mpirun comes with openmpi-bin; --mpirun gives its path)");
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     MIXP_CHECK(errno == EINTR, "bench dp: waiting for '", argv[0], "': ", std::strerror(errno));

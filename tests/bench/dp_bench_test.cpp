@@ -204,6 +204,24 @@ TEST(DpBenchOptions, AreCheckedBeforeAnythingRuns) {
   std::fclose(out);
 }
 
+TEST_F(DpBench, NamesAMissingMpirun) {
+  if (!MIXP_HAVE_MPI) GTEST_SKIP() << "built without MPI";
+  std::ofstream(dir_ / "text.txt") << "a few words\n";
+  DpBenchOptions o;
+  o.data = (dir_ / "text.txt").string();
+  o.out = (dir_ / "runs").string();
+  o.mpirun = (dir_ / "no-mpirun").string();
+  std::FILE* out = std::tmpfile();
+  try {
+    run_dp_bench(o, out);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(o.mpirun), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("--mpirun"), std::string::npos) << e.message();
+  }
+  std::fclose(out);
+}
+
 // Runs a shell command; its exit status, and its stdout in `out`.
 int shell(const std::string& command, std::string& out, const fs::path& dir) {
   const fs::path file = dir / "stdout";
