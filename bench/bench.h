@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "mixp/dtype.h"
 #include "mixp/nn/models.h"
@@ -88,5 +90,94 @@ struct SampleBenchOptions {
 /// Sampling tokens per second of a randomly initialized gpt with the key/value cache and
 /// without it, and their ratio.
 int run_sample_bench(const SampleBenchOptions& options, std::FILE* out);
+
+struct AllReduceBenchOptions {
+  int64_t elements = int64_t{25} << 18;  ///< 25 MiB of f32
+  DType dtype = DType::f32;              ///< f32 or bf16
+  int reps = 20;                         ///< timed all-reduces; the median is reported
+  int warmup = 3;                        ///< untimed all-reduces first
+};
+
+/// Under `mpirun -np N`: a loop of blocking Communicator::all_reduce (sum) of one buffer of
+/// `elements` values between the N ranks; rank 0 prints one JSON line with the median and
+/// the fastest time (each repetition's time is the slowest rank's). As one process it times
+/// the single-process backend. Example:
+///
+///   mpirun -np 2 mixp bench allreduce --elements 3194624 --dtype bf16
+///   {"bench": "allreduce", "ranks": 2, "dtype": "bf16", "elements": 3194624, ...}
+int run_allreduce_bench(const AllReduceBenchOptions& options, std::FILE* out);
+
+/// `mixp bench dp`: the figures of data-parallel training, in one invocation that launches
+/// `mpirun` for every run. Example:
+///
+///   mixp bench dp --rounds 3 --bucket-mb 25,4,1
+///
+/// Each round trains the same gpt on the same text with the same per-rank batch (weak
+/// scaling), one thread per rank: once as one rank (the baseline, no reduction), as two
+/// one-rank runs at once that do not communicate (the cost of sharing the machine, kept
+/// apart from that of communication), as two ranks for each --bucket-mb value with f32 reduction,
+/// once as two ranks with bf16 reduction (the first bucket size), and times the standalone
+/// all-reduce of the gradient payload between two ranks in f32 and in bf16 (run_allreduce_bench).
+/// Every figure is a ratio against the round's baseline, and the medians over rounds are printed as
+/// a table, then one JSON line. The run folders stay under `out`: round-R/n1, round-R/pair-0 and
+/// round-R/pair-1, round-R/n2-f32-bucket-B, round-R/n2-bf16-bucket-B, and
+/// round-R/allreduce-f32.log, round-R/allreduce-bf16.log.
+struct DpBenchOptions {
+  std::string mixp;               ///< the mixp that trains; empty: this executable
+  std::string mpirun = "mpirun";  ///< found on PATH unless a path
+  std::string data;               ///< the text; empty: data/kjv.txt (scripts/make-kjv.sh)
+  double val_fraction = 0.001;    ///< the validation split, evaluated once at the end, untimed
+  std::string out = "runs/bench-dp";
+  int layers = 4, heads = 4;
+  int64_t width = 256, context = 64;
+  int64_t batch_per_rank = 8;  ///< sequences per rank and step: N ranks train N times as many
+  int64_t steps = 80;
+  std::vector<double> bucket_mb = {25, 4, 1};  ///< --bucket-mb of the f32 runs
+  int rounds = 3;
+  int allreduce_reps = 20;
+};
+
+/// What `mixp bench dp` reads from a run folder's summary.json.
+struct DpRunSummary {
+  int world_size = 1;
+  std::string reduce_dtype;  ///< empty for one process
+  int64_t bytes_sent_per_step = 0;
+  double median_step_ms = 0;
+  double samples_per_s = 0;                          ///< global samples over training time
+  std::map<std::string, int64_t> peak_memory_bytes;  ///< rank 0's, by tag
+  nn::ModelConfig model;
+};
+
+/// Reads `path` (a summary.json). Throws mixp::Error naming the file and the first field that
+/// is missing or of the wrong type.
+DpRunSummary read_dp_summary(const std::string& path);
+
+/// Bytes of the f32 gradients of every parameter of `model`: the payload that each rank
+/// contributes to the all-reduce of a step with f32 reduction (bf16 reduction sends half).
+int64_t gradient_payload_bytes(const nn::ModelConfig& model);
+
+/// Weak-scaling efficiency: per-rank samples/s of `several` (its samples_per_s over its
+/// world_size) over the samples/s of `one`.
+double weak_scaling_efficiency(const DpRunSummary& one, const DpRunSummary& several);
+
+/// The step time that data parallelism adds: several's median step ms minus one's.
+double exposed_communication_ms(const DpRunSummary& one, const DpRunSummary& several);
+
+/// The arguments of one training run of the bench: `mpirun -np ranks ... mixp train ...` with
+/// `ranks` x batch_per_rank sequences a step, one thread, into `folder`; reduce_dtype and
+/// bucket_mb are passed when ranks > 1. `as_root` adds mpirun's --allow-run-as-root, `cores`
+/// below `ranks` its --oversubscribe.
+std::vector<std::string> dp_train_arguments(const DpBenchOptions& options, const std::string& mixp,
+                                            int ranks, const std::string& reduce_dtype,
+                                            double bucket_mb, const std::string& folder,
+                                            bool as_root, unsigned cores);
+
+/// Two one-rank trainings at once under `mpirun -np 2`, as dp_train_arguments(options, mixp,
+/// 1, ...) trains, each rank without the variables that would make it join the other (so
+/// they do not communicate), into folder-0 and folder-1: the cost of sharing the machine.
+std::vector<std::string> dp_pair_arguments(const DpBenchOptions& options, const std::string& mixp,
+                                           const std::string& folder, bool as_root, unsigned cores);
+
+int run_dp_bench(const DpBenchOptions& options, std::FILE* out);
 
 }  // namespace mixp::bench

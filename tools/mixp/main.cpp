@@ -95,7 +95,8 @@ int main_checked(int argc, char** argv) {
       "sample", "text from a trained gpt or lstm: the prompt and what the model writes after it");
   mixp::cli::add_sample_flags(*sample_cmd, sample);
 
-  CLI::App* bench_cmd = app.add_subcommand("bench", "measure kernel speed");
+  CLI::App* bench_cmd =
+      app.add_subcommand("bench", "measure the speed and memory of kernels, steps and runs");
   bench_cmd->require_subcommand(1);
   mixp::bench::ConvertBenchOptions bench_convert;
   CLI::App* bench_convert_cmd = bench_cmd->add_subcommand(
@@ -155,6 +156,51 @@ int main_checked(int argc, char** argv) {
       "tokens generated per round (default 255: the prompt and these fill the context)");
   bench_sample_cmd->add_option("--rounds", bench_sample.rounds, "timed rounds (default 3)");
 
+  mixp::bench::AllReduceBenchOptions bench_allreduce;
+  std::string bench_allreduce_dtype = "f32";
+  CLI::App* bench_allreduce_cmd = bench_cmd->add_subcommand(
+      "allreduce",
+      "under mpirun: the time of a Communicator all-reduce of one buffer between the ranks; "
+      "rank 0 prints one JSON line");
+  bench_allreduce_cmd->add_option("--elements", bench_allreduce.elements,
+                                  "values in the buffer (default 6553600: 25 MiB of f32)");
+  bench_allreduce_cmd->add_option("--dtype", bench_allreduce_dtype, "f32 or bf16 (default f32)");
+  bench_allreduce_cmd->add_option("--reps", bench_allreduce.reps, "timed all-reduces (default 20)");
+  bench_allreduce_cmd->add_option("--warmup", bench_allreduce.warmup,
+                                  "untimed all-reduces first (default 3)");
+
+  mixp::bench::DpBenchOptions bench_dp;
+  CLI::App* bench_dp_cmd = bench_cmd->add_subcommand(
+      "dp",
+      "data-parallel training: mixp train under mpirun at 1 and 2 ranks, one thread each, the "
+      "same batch per rank; weak scaling, exposed communication, bytes per step, peak memory");
+  bench_dp_cmd->add_option("--data", bench_dp.data,
+                           "the text (default $MIXP_KJV, else data/kjv.txt from "
+                           "scripts/make-kjv.sh)");
+  bench_dp_cmd->add_option("--rounds", bench_dp.rounds,
+                           "rounds of every run; medians are reported (default 3)");
+  bench_dp_cmd->add_option("--steps", bench_dp.steps, "steps of each run (default 80)");
+  bench_dp_cmd->add_option("--batch-per-rank", bench_dp.batch_per_rank,
+                           "sequences per rank and step (default 8)");
+  bench_dp_cmd->add_option("--layers", bench_dp.layers, "gpt blocks (default 4)");
+  bench_dp_cmd->add_option("--heads", bench_dp.heads, "default 4");
+  bench_dp_cmd->add_option("--width", bench_dp.width, "default 256");
+  bench_dp_cmd->add_option("--context", bench_dp.context, "default 64");
+  bench_dp_cmd
+      ->add_option("--bucket-mb", bench_dp.bucket_mb,
+                   "comma-separated gradient bucket sizes of the f32 runs; bf16 runs "
+                   "with the first (default 25,4,1)")
+      ->delimiter(',');
+  bench_dp_cmd->add_option("--allreduce-reps", bench_dp.allreduce_reps,
+                           "timed standalone all-reduces per round (default 20)");
+  bench_dp_cmd->add_option("--val-fraction", bench_dp.val_fraction,
+                           "the validation split, evaluated once after training, untimed "
+                           "(default 0.001)");
+  bench_dp_cmd->add_option("--out", bench_dp.out,
+                           "the folder of the runs and logs (default runs/bench-dp)");
+  bench_dp_cmd->add_option("--mpirun", bench_dp.mpirun, "Open MPI's mpirun (default: on PATH)");
+  bench_dp_cmd->add_option("--mixp", bench_dp.mixp, "the mixp that trains (default: this one)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {
@@ -202,6 +248,16 @@ int main_checked(int argc, char** argv) {
   if (*bench_peak_cmd) return mixp::bench::run_peak(bench_peak, stdout);
   if (*bench_sample_cmd) return mixp::bench::run_sample_bench(bench_sample, stdout);
   if (*bench_train_cmd) return mixp::bench::run_train_bench(bench_train, stdout);
+  if (*bench_allreduce_cmd) {
+    bench_allreduce.dtype = mixp::parse_dtype(bench_allreduce_dtype);
+    return mixp::bench::run_allreduce_bench(bench_allreduce, stdout);
+  }
+  if (*bench_dp_cmd) {
+    // The environment is read here, at the program's edge, as mixp train reads it.
+    if (bench_dp.data.empty())
+      if (const char* env = std::getenv("MIXP_KJV"); env && *env) bench_dp.data = env;
+    return mixp::bench::run_dp_bench(bench_dp, stdout);
+  }
   if (*bench_matmul_cmd) {
     bench_matmul.dtype = mixp::parse_dtype(bench_matmul_dtype);
     return mixp::bench::run_matmul(bench_matmul, stdout);
