@@ -164,13 +164,13 @@ double weak_scaling_efficiency(const DpRunSummary& one, const DpRunSummary& seve
 double exposed_communication_ms(const DpRunSummary& one, const DpRunSummary& several);
 
 /// The arguments of one training run of the bench: `mpirun -np ranks ... mixp train ...` with
-/// `ranks` x batch_per_rank sequences a step, one thread, into `folder`; reduce_dtype and
-/// bucket_mb are passed when ranks > 1. `as_root` adds mpirun's --allow-run-as-root, `cores`
-/// below `ranks` its --oversubscribe.
+/// `ranks` x batch_per_rank sequences a step, one thread, into `folder`; reduce_dtype,
+/// bucket_mb and (when 1) zero are passed when ranks > 1. `as_root` adds mpirun's
+/// --allow-run-as-root, `cores` below `ranks` its --oversubscribe.
 std::vector<std::string> dp_train_arguments(const DpBenchOptions& options, const std::string& mixp,
                                             int ranks, const std::string& reduce_dtype,
                                             double bucket_mb, const std::string& folder,
-                                            bool as_root, unsigned cores);
+                                            bool as_root, unsigned cores, int zero = 0);
 
 /// Two one-rank trainings at once under `mpirun -np 2`, as dp_train_arguments(options, mixp,
 /// 1, ...) trains, each rank without the variables that would make it join the other (so

@@ -39,6 +39,7 @@ using json = nlohmann::json;
 constexpr double kEfficiencyTarget = 0.90;       // weak scaling, at least
 constexpr double kExposedFractionTarget = 0.30;  // of the standalone all-reduce, at most
 constexpr double kBf16BytesTarget = 0.5 * 1.01;  // of f32's bytes; 1% for the agreements
+constexpr double kZeroStateTarget = 0.55;        // ZeRO-1's optimizer state at N=2, of N=1's
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -177,13 +178,14 @@ struct Round {
   DpRunSummary pair;              // the slower of two one-rank runs at once
   std::vector<DpRunSummary> f32;  // by bucket size
   DpRunSummary bf16;              // the first bucket size
+  DpRunSummary zero;              // f32, the first bucket size, ZeRO stage 1
   double allreduce_f32_ms = 0, allreduce_bf16_ms = 0;
 };
 
 DpRunSummary train_run(const Plan& plan, const fs::path& folder, int ranks,
-                       const std::string& dtype, double bucket_mb) {
+                       const std::string& dtype, double bucket_mb, int zero = 0) {
   run_checked(dp_train_arguments(plan.options, plan.mixp, ranks, dtype, bucket_mb, folder.string(),
-                                 plan.as_root, plan.cores),
+                                 plan.as_root, plan.cores, zero),
               folder.string() + ".log");
   return read_dp_summary((folder / "summary.json").string());
 }
@@ -233,6 +235,9 @@ Round run_round(const Plan& plan, int round, std::FILE* out) {
   r.bf16 =
       train_run(plan, dir / ("n2-bf16-bucket-" + first), 2, "bf16", plan.options.bucket_mb.front());
   say("N=2 bf16 " + first + " MiB", r.bf16);
+  r.zero = train_run(plan, dir / ("n2-f32-zero1-bucket-" + first), 2, "f32",
+                     plan.options.bucket_mb.front(), /*zero=*/1);
+  say("N=2 f32 ZeRO-1 " + first + " MiB", r.zero);
   const int64_t elements = gradient_payload_bytes(r.one.model) / 4;
   r.allreduce_f32_ms = allreduce_ms(plan, dir / "allreduce-f32.log", elements, "f32");
   r.allreduce_bf16_ms = allreduce_ms(plan, dir / "allreduce-bf16.log", elements, "bf16");
@@ -367,16 +372,23 @@ void print_memory(const std::vector<Round>& rounds, double bucket_mb, std::FILE*
       median_memory(rounds, [](const Round& r) -> const DpRunSummary& { return r.one; });
   const std::map<std::string, int64_t> two =
       median_memory(rounds, [](const Round& r) -> const DpRunSummary& { return r.f32.front(); });
+  const std::map<std::string, int64_t> zero =
+      median_memory(rounds, [](const Round& r) -> const DpRunSummary& { return r.zero; });
   std::fprintf(out, "\npeak memory of rank 0 by tag, MiB (N=2: f32 reduction, %s MiB buckets)\n",
                number_text(bucket_mb).c_str());
-  std::fprintf(out, "| tag | N=1 | N=2 | N=2 / N=1 |\n|---|---|---|---|\n");
+  std::fprintf(out,
+               "| tag | N=1 | N=2 | N=2 ZeRO-1 | N=2 / N=1 | N=2 ZeRO-1 / N=1 |\n"
+               "|---|---|---|---|---|---|\n");
+  const auto mib = [](int64_t bytes) { return double(bytes) / (1 << 20); };
   for (const auto& [tag, bytes] : one) {
     const int64_t other = two.count(tag) ? two.at(tag) : 0;
-    if (bytes == 0 && other == 0) continue;
-    std::fprintf(out, "| %s | %.2f | %.2f | %.2f |\n", tag.c_str(), double(bytes) / (1 << 20),
-                 double(other) / (1 << 20), bytes > 0 ? double(other) / double(bytes) : 0.0);
+    const int64_t sharded = zero.count(tag) ? zero.at(tag) : 0;
+    if (bytes == 0 && other == 0 && sharded == 0) continue;
+    std::fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", tag.c_str(), mib(bytes),
+                 mib(other), mib(sharded), bytes > 0 ? double(other) / double(bytes) : 0.0,
+                 bytes > 0 ? double(sharded) / double(bytes) : 0.0);
   }
-  result["peak_memory_bytes"] = {{"n1", one}, {"n2", two}};
+  result["peak_memory_bytes"] = {{"n1", one}, {"n2", two}, {"n2_zero1", zero}};
 }
 
 }  // namespace
@@ -432,12 +444,13 @@ double exposed_communication_ms(const DpRunSummary& one, const DpRunSummary& sev
 std::vector<std::string> dp_train_arguments(const DpBenchOptions& o, const std::string& mixp,
                                             int ranks, const std::string& reduce_dtype,
                                             double bucket_mb, const std::string& folder,
-                                            bool as_root, unsigned cores) {
+                                            bool as_root, unsigned cores, int zero) {
   std::vector<std::string> argv = mpirun_prefix(o.mpirun, ranks, as_root, cores);
   append(argv, train_flags(o, mixp, ranks));
   append(argv, {"--out", folder});
   if (ranks > 1)
     append(argv, {"--reduce-dtype", reduce_dtype, "--bucket-mb", number_text(bucket_mb)});
+  if (ranks > 1 && zero > 0) append(argv, {"--zero", std::to_string(zero)});
   return argv;
 }
 
@@ -516,6 +529,12 @@ int run_dp_bench(const DpBenchOptions& options, std::FILE* out) {
   }
   std::fprintf(out, "  bytes sent per step, bf16 / f32 reduction: %.4f (half: %s)\n",
                bytes_ratio.median, bytes_ratio.median <= kBf16BytesTarget ? "met" : "NOT met");
+  const json& memory = result["peak_memory_bytes"];
+  const double state = double(memory["n2_zero1"].value("optimizer_state", int64_t{0})) /
+                       double(memory["n1"].value("optimizer_state", int64_t{1}));
+  std::fprintf(out, "  optimizer state per rank, N=2 ZeRO-1 / N=1: %.3f (<= %.2f: %s)\n", state,
+               kZeroStateTarget, state <= kZeroStateTarget ? "met" : "NOT met");
+  result["zero1_optimizer_state_over_n1"] = state;
   std::fprintf(out, "%s\n", result.dump().c_str());
   return 0;
 }

@@ -154,6 +154,10 @@ TEST(DpBenchCommand, TrainsTheSamePerRankBatchOnOneThread) {
   EXPECT_EQ(value_of(two, "--reduce-dtype"), "bf16");
   EXPECT_EQ(value_of(two, "--bucket-mb"), "4");
   EXPECT_EQ(value_of(one, "--reduce-dtype"), "(absent)");  // one rank reduces nothing
+  EXPECT_EQ(value_of(two, "--zero"), "(absent)");
+  EXPECT_EQ(value_of(dp_train_arguments(o, "/bin/mixp", 2, "f32", 4, "/runs/z", false, 2, 1),
+                     "--zero"),
+            "1");
   EXPECT_EQ(std::count(one.begin(), one.end(), "--allow-run-as-root"), 0);
   EXPECT_EQ(std::count(two.begin(), two.end(), "--allow-run-as-root"), 1);
   EXPECT_EQ(std::count(two.begin(), two.end(), "--oversubscribe"), 0);
