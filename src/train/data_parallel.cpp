@@ -38,6 +38,7 @@ GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Ten
     filled += bytes;
     bucket_of_[k] = buckets_.size() - 1;
   }
+  if (settings_.pieces) piece_gradients_.resize(params_.size());
   for (size_t i = 0; i < buckets_.size(); ++i) {
     if (settings_.pieces) {
       lay_out_pieces(buckets_[i], dtypes[i]);
@@ -48,10 +49,6 @@ GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Ten
     buckets_[i].buffer = zeros({count}, dtypes[i], MemoryTag::gradient);
   }
   had_gradient_.assign(params_.size(), false);
-  if (settings_.pieces)
-    for (size_t k = 0; k < params_.size(); ++k)
-      piece_gradients_.push_back(zeros({settings_.pieces->range(k, comm_.rank()).size()},
-                                       DType::f32, MemoryTag::gradient));
   for (size_t k = 0; k < params_.size(); ++k)
     autograd::set_gradient_accumulated_hook(params_[k], [this, k] { on_ready(k); });
 }
@@ -99,12 +96,23 @@ void GradientReducer::lay_out_pieces(Bucket& b, DType dtype) {
   b.block = *std::max_element(filled.begin(), filled.end());
   b.buffer = zeros({b.block * ranks}, dtype, MemoryTag::gradient);
   b.shard = zeros({b.block}, dtype, MemoryTag::gradient);
+  // The optimizers take fp32 gradients: an f32 shard's pieces are theirs as they are.
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const int64_t at = b.piece_starts[j][size_t(comm_.rank())];
+    const int64_t length = settings_.pieces->range(b.params[j], comm_.rank()).size();
+    piece_gradients_[b.params[j]] = dtype == DType::f32
+                                        ? b.shard.slice(at, at + length)
+                                        : zeros({length}, DType::f32, MemoryTag::gradient);
+  }
 }
 
+// Each gradient into the bucket, by pieces; the parameter's own then goes, since under ZeRO only
+// the reduced pieces are used: the memory of the whole gradients is given back during backward.
 void GradientReducer::fill_pieces(Bucket& b) {
   for (size_t j = 0; j < b.params.size(); ++j) {
     const size_t k = b.params[j];
     const Tensor g = params_[k].grad();
+    params_[k].set_grad(Tensor());
     had_gradient_[k] = g.defined();
     for (int r = 0; r < comm_.size(); ++r) {
       const ZeroShards::Range piece = settings_.pieces->range(k, r);
@@ -119,6 +127,7 @@ void GradientReducer::fill_pieces(Bucket& b) {
 }
 
 void GradientReducer::finish_pieces(const Bucket& b) {
+  if (b.shard.dtype() == DType::f32) return;  // the pieces are views of the shard
   const size_t me = size_t(comm_.rank());
   for (size_t j = 0; j < b.params.size(); ++j) {
     Tensor& piece = piece_gradients_[b.params[j]];

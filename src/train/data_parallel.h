@@ -35,7 +35,8 @@ class GradientReducer {
     int64_t first_bucket_bytes = int64_t{1} << 20;
     /// ZeRO stage 1: each bucket is laid out rank by rank (rank r's block holds its pieces of
     /// the bucket's parameters) and reduce-scattered, so that each rank receives the reduced
-    /// gradients of its pieces only (piece_gradient); the parameters' own gradients stay local.
+    /// gradients of its pieces only (piece_gradient); the parameters' own gradients are dropped
+    /// once copied into their bucket.
     const ZeroShards* pieces = nullptr;
   };
 

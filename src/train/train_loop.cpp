@@ -176,10 +176,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
     fp8_->update();
   }
   for (auto& g : optimizers_) g.optimizer->zero_grad();
-  if (zero_) {
-    zero_->drop_gradients();
-    if (out.applied) zero_->gather_parameters();
-  }
+  if (zero_ && out.applied) zero_->gather_parameters();
   if (parallel_) {
     parallel_->average_buffers(model_);
     if (o_.parallel.check_replicas) parallel_->check_replicas(model_, c_.step + 1);

@@ -122,10 +122,6 @@ double ZeroShards::gradient_norm() const {
   return optim::norm_from_chunk_squares(per_gradient, /*f64=*/false);
 }
 
-void ZeroShards::drop_gradients() {
-  for (Tensor& p : params_) p.set_grad(Tensor());
-}
-
 // Rank r's block: its pieces one after another, in parameter order; each block as long as the
 // longest.
 std::vector<std::vector<size_t>> ZeroShards::block_offsets(size_t& block) const {

@@ -50,8 +50,6 @@ class ZeroShards {
   /// The total gradient norm clip_grad_norm would compute from the whole gradients, from each
   /// rank's pieces (an all-gather of their chunk squares); the same on every rank.
   double gradient_norm() const;
-  /// Drops the parameters' own (local, unreduced) gradients.
-  void drop_gradients();
   /// Writes every rank's updated pieces into every rank's parameters (one all-gather of bytes),
   /// without marking the parameters as written by someone else than the optimizer.
   void gather_parameters();
