@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -152,6 +153,7 @@ void GradientReducer::start(Bucket& b) {
     const Tensor& p = params_[b.params[j]];
     Tensor part = b.buffer.slice(b.starts[j], b.starts[j] + p.numel());
     const Tensor g = p.grad();
+    had_gradient_[b.params[j]] = g.defined();
     if (g.defined())
       part.copy_(g.reshape({-1}));
     else
@@ -171,6 +173,7 @@ void GradientReducer::finish() {
   armed_ = false;
   started_during_backward_ = next_to_start_;
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
+  agree_on_gradients();
   for (Bucket& b : buckets_) {
     b.request.wait();
     b.ready = 0;
@@ -179,13 +182,30 @@ void GradientReducer::finish() {
       continue;
     }
     for (size_t j = 0; j < b.params.size(); ++j) {
-      const Tensor& p = params_[b.params[j]];
+      const size_t k = b.params[j];
+      if (!had_gradient_[k]) continue;
+      Tensor p = params_[k];
+      const Tensor sum = b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(p.shape());
       Tensor g = p.grad();
-      if (g.defined()) g.copy_(b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(g.shape()));
+      if (!g.defined()) {  // this rank's share of the batch was empty, not the others'
+        g = empty(p.shape(), p.grad_dtype(), MemoryTag::gradient);
+        p.set_grad(g);
+      }
+      g.copy_(sum);
     }
   }
   ready_.assign(params_.size(), false);
   next_to_start_ = 0;
+}
+
+// A parameter has a gradient after the step when it had one on any rank: a rank whose share of
+// a short last batch was empty still takes the step the others take.
+void GradientReducer::agree_on_gradients() {
+  std::vector<uint8_t> mine(had_gradient_.begin(), had_gradient_.end());
+  std::vector<uint8_t> all(mine.size() * size_t(comm_.size()));
+  comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] != 0) had_gradient_[i % mine.size()] = true;
 }
 
 std::string GradientReducer::wire_dtypes() const {
@@ -331,7 +351,12 @@ void DataParallel::average_buffers(TrainModel& model) const {
   const float share = 1.0f / float(size());
   for (const auto& [name, buffer] : model.named_buffers()) {
     if (!buffer || !buffer->defined() || buffer->numel() == 0) continue;
-    if (buffer->dtype() != DType::f32) continue;  // counts, the same on every rank
+    if (buffer->dtype() == DType::i64) {  // counts (batches seen): the most any rank saw
+      auto* counts = static_cast<int64_t*>(buffer->raw_data());
+      comm_.all_reduce(std::span(counts, size_t(buffer->numel())), dist::ReduceOp::max);
+      continue;
+    }
+    if (buffer->dtype() != DType::f32) continue;
     auto* values = static_cast<float*>(buffer->raw_data());
     const std::span<float> all(values, size_t(buffer->numel()));
     comm_.all_reduce(all, dist::ReduceOp::ordered_sum);

@@ -49,7 +49,9 @@ class GradientReducer {
   /// The next backward is the step's last: its hooks start the buckets.
   void arm();
   /// After the last backward: starts the buckets not started yet, waits for every one, and
-  /// writes the reduced gradients back in their dtypes. A gradient no rank had stays unset.
+  /// writes the reduced gradients back in their dtypes, also on a rank that had none of a
+  /// parameter when another rank had (an empty share of a short batch). A gradient no rank had
+  /// stays unset.
   void finish();
   /// The bytes of all buckets: what each rank contributes to the reduction per step.
   int64_t payload_bytes() const;
@@ -86,6 +88,7 @@ class GradientReducer {
   void lay_out_pieces(Bucket& bucket, DType dtype);
   void fill_pieces(Bucket& bucket);
   void finish_pieces(const Bucket& bucket);
+  void agree_on_gradients();
 
   dist::Communicator& comm_;
   std::vector<Tensor> params_;
@@ -93,7 +96,7 @@ class GradientReducer {
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // by parameter
   std::vector<bool> ready_;        // by parameter, this step
-  std::vector<bool> had_gradient_;  // by parameter, this step (ZeRO)
+  std::vector<bool> had_gradient_;  // by parameter, this step: on any rank after finish()
   std::vector<Tensor> piece_gradients_;  // by parameter (ZeRO)
   size_t next_to_start_ = 0;
   size_t started_during_backward_ = 0;
@@ -135,7 +138,8 @@ class DataParallel {
   /// This step's amax of every FP8 tensor: the maximum over the ranks (NaN when any saw NaN).
   void agree_on_amax(amp::Fp8State& fp8) const;
   /// The f32 buffers (batch norm's running statistics) averaged over the ranks, in rank order:
-  /// each rank updated them from its own share of the batch.
+  /// each rank updated them from its own share of the batch; the i64 ones (batches seen) their
+  /// maximum, as a rank with an empty share of a short batch saw one fewer.
   void average_buffers(TrainModel& model) const;
   /// Throws mixp::Error on every rank when the ranks' parameters and buffers are not bitwise
   /// the same after `step`, naming the first rank that differs from rank 0.

@@ -67,6 +67,14 @@ fs::path shared_folder() {
       write_file(d / "images/train-labels-idx1-ubyte", idx_bytes(0x801, {96}, labels));
       write_file(d / "images/t10k-images-idx3-ubyte", idx_bytes(0x803, {96, 16, 16}, px));
       write_file(d / "images/t10k-labels-idx1-ubyte", idx_bytes(0x801, {96}, labels));
+      // 89 training images: the last batch of 8 holds one, so a rank's share of it is empty.
+      fs::create_directories(d / "images-short");
+      const std::vector<uint8_t> px89(px.begin(), px.begin() + 89 * 256);
+      const std::vector<uint8_t> labels89(labels.begin(), labels.begin() + 89);
+      write_file(d / "images-short/train-images-idx3-ubyte", idx_bytes(0x803, {89, 16, 16}, px89));
+      write_file(d / "images-short/train-labels-idx1-ubyte", idx_bytes(0x801, {89}, labels89));
+      write_file(d / "images-short/t10k-images-idx3-ubyte", idx_bytes(0x803, {96, 16, 16}, px));
+      write_file(d / "images-short/t10k-labels-idx1-ubyte", idx_bytes(0x801, {96}, labels));
     }
     quiet_barrier();
     return d;
@@ -306,6 +314,26 @@ TEST(DataParallel, DeterministicCnnParametersAreOneProcessAccumulating) {
   for (const auto& [name, bytes] : ranks_tensors)
     EXPECT_TRUE(bytes == alone_tensors.at(name)) << name << " differs";
   EXPECT_EQ(p.ranks.final_train_loss, p.alone.final_train_loss);
+}
+
+// An epoch of 89 images in batches of 8 ends with a batch of one: some ranks' shares of it are
+// empty. They still take the step the others take (the replicas stay equal), and the run is
+// still one process accumulating, bit for bit in its parameters.
+TEST(DataParallel, AShortLastBatchLeavesSomeRanksEmptyHandedAndTheStepTheSame) {
+  for (const int zero : {0, 1}) {
+    SCOPED_TRACE(zero);
+    RunConfig c = cnn_run("fp32", "");
+    c.data = (shared_folder() / "images-short").string();
+    c.train.steps = 0;
+    c.train.epochs = 1;
+    c.train.parallel.zero = zero;
+    const Pair p = deterministic_pair(c, "short-batch-" + std::to_string(zero));
+    EXPECT_EQ(p.ranks.steps, 12);
+    if (rank() != 0) continue;
+    EXPECT_EQ(differences(p.ranks_dir / "model.safetensors", p.alone_dir / "model.safetensors",
+                          /*parameters_only=*/true),
+              std::vector<std::string>{});
+  }
 }
 
 // Without --deterministic the ranks reduce with MPI (f32) or in fp32 from bf16: the run is the
