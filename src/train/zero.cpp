@@ -42,9 +42,6 @@ ZeroShards::ZeroShards(dist::Communicator& comm, const std::vector<Tensor>& para
     Tensor& p = params_[i];
     // As the optimizers would for the whole parameter: low-precision gradients add up in fp32.
     if (p.dtype() == DType::bf16 || p.dtype() == DType::f16) p.set_grad_dtype(DType::f32);
-    int64_t longest = 0;
-    for (int r = 0; r < comm_.size(); ++r) longest = std::max(longest, range(i, r).size());
-    capacity_.push_back(longest);
     const Range mine = range(i, comm_.rank());
     Tensor view = p.detach().reshape({-1}).slice(mine.begin, mine.end);
     view.set_requires_grad(true);

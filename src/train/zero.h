@@ -77,7 +77,6 @@ class ZeroShards {
   std::vector<Tensor> params_;
   std::vector<std::vector<Range>> ranges_;  // [parameter][rank]
   std::vector<Tensor> views_;
-  std::vector<int64_t> capacity_;  // the longest piece of each parameter, in elements
 };
 
 }  // namespace mixp::train
