@@ -34,7 +34,7 @@ void AdamFamily::update(const std::array<double, 2>& betas, double eps, double w
     } else {
       const detail::AdamStep<float> c(t, learning_rate(), betas, eps, weight_decay, mode);
       const PhiloxState state_rng = exp_avg_[i].dtype() == DType::bf16
-                                        ? take_rounding_words(uint64_t(s.param.numel()))
+                                        ? take_rounding_words(i)
                                         : PhiloxState{};
       fused.push_back({.s = s,
                        .exp_avg = exp_avg_[i],

@@ -128,7 +128,7 @@ MasterWeightOptimizer::Slot MasterWeightOptimizer::slot(size_t i) {
   s.master_low = master_lows_[i];
   s.compensation = compensations_[i];
   s.stochastic = is_low_precision(s.param.dtype()) && precision_ == Precision::stochastic_rounding;
-  if (s.stochastic) s.rng = take_rounding_words(uint64_t(s.param.numel()));
+  if (s.stochastic) s.rng = take_rounding_words(i);
   return s;
 }
 
@@ -177,10 +177,28 @@ void MasterWeightOptimizer::apply_state(const StateDict& state) {
   }
 }
 
-PhiloxState MasterWeightOptimizer::take_rounding_words(uint64_t count) {
-  const PhiloxState start = rounding_;
-  rounding_.offset += count;
+PhiloxState MasterWeightOptimizer::take_rounding_words(size_t i) {
+  PhiloxState start = rounding_;
+  if (whole_numel_.empty()) {
+    rounding_.offset += uint64_t(parameters_[i].numel());
+    return start;
+  }
+  rounding_.offset += uint64_t(whole_numel_[i]);
+  start.offset += uint64_t(piece_begin_[i]);
   return start;
+}
+
+void MasterWeightOptimizer::set_pieces_of(const std::vector<int64_t>& whole,
+                                          const std::vector<int64_t>& begin) {
+  MIXP_CHECK(whole.size() == parameters_.size() && begin.size() == parameters_.size(),
+             "set_pieces_of: ", whole.size(), " wholes and ", begin.size(), " starts for ",
+             parameters_.size(), " parameters");
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    MIXP_CHECK(begin[i] >= 0 && begin[i] + parameters_[i].numel() <= whole[i],
+               "set_pieces_of: parameter ", i, " of ", parameters_[i].numel(),
+               " elements from element ", begin[i], " is not within a whole of ", whole[i]);
+  whole_numel_ = whole;
+  piece_begin_ = begin;
 }
 
 void MasterWeightOptimizer::bump_version(size_t i) {

@@ -14,6 +14,7 @@
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/memory.h"
+#include "mixp/optim/master_weights.h"
 #include "mixp/ops.h"
 #include "mixp/runtime.h"
 #include "train/counters.h"
@@ -153,6 +154,15 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
     for (const std::string& name : g.names)
       for (size_t i = 0; i < named_params_.size(); ++i)
         if (named_params_[i].first == name) members.push_back(i);
+    if (zero_) {  // stochastic rounding draws the words of the whole parameters' elements
+      std::vector<int64_t> whole, begin;
+      for (size_t i : members) {
+        whole.push_back(params_[i].numel());
+        begin.push_back(zero_->range(i, parallel_->rank()).begin);
+      }
+      auto& pieces = dynamic_cast<optim::MasterWeightOptimizer&>(*g.optimizer);
+      pieces.set_pieces_of(whole, begin);
+    }
   }
   // After the optimizers, which set the gradients' dtypes the buckets take.
   if (parallel_) parallel_->make_reducer(params_, zero_.get());
@@ -176,12 +186,6 @@ void Trainer::start_data_parallel() {
              ". Drop --grad-accum ", o_.grad_accum, ", or --deterministic");
   parallel_ = std::make_unique<DataParallel>(*comm, o_);
   if (o_.parallel.zero == 0) return;
-  MIXP_CHECK(preset_.optimizer_precision == optim::Precision::master_fp32 &&
-                 state_dtype_ == DType::f32,
-             "--zero 1 partitions fp32 masters and fp32 moments; under preset ", preset_.name,
-             " the optimizer rounds stochastically (", name_of(state_dtype_),
-             " moments), which it does not partition yet. Add --optimizer-state f32, or choose "
-             "another preset");
   zero_ = std::make_unique<ZeroShards>(*comm, params_);
 }
 

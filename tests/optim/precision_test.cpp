@@ -333,3 +333,52 @@ TEST(Kahan, AdamOnBf16TracksTheFp32RunClosely) {
 
 }  // namespace
 }  // namespace mixp
+
+namespace mixp {
+namespace {
+
+// Pieces of parameters (as ZeRO's processes hold them) round stochastically as the whole ones
+// do: each piece draws its elements' words of the whole parameter, and the stream moves on by
+// the whole count, so two optimizers over the two halves give the whole optimizer's bits.
+TEST(OptimizerPieces, StochasticRoundingOfPiecesIsTheWholeParametersBits) {
+  const auto values = [](double shift) {
+    std::vector<double> v(64);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(double(i) + shift);
+    return v;
+  };
+  const optim::AdamOptions options{.lr = 1e-3,
+                                   .precision = optim::Precision::stochastic_rounding,
+                                   .rounding = {/*seed=*/3, /*stream=*/1},
+                                   .state_dtype = DType::bf16};
+  Tensor whole_a = from_values(values(0), {8, 8}, DType::bf16).set_requires_grad(true);
+  Tensor whole_b = from_values(values(1), {64}, DType::bf16).set_requires_grad(true);
+  optim::Adam whole({whole_a, whole_b}, options);
+  Tensor a = from_values(values(0), {8, 8}, DType::bf16), b = from_values(values(1), {64}, DType::bf16);
+  std::vector<Tensor> first, second;  // halves of each parameter, as two processes hold them
+  for (Tensor* t : {&a, &b}) {
+    first.push_back(t->reshape({-1}).slice(0, 32).set_requires_grad(true));
+    second.push_back(t->reshape({-1}).slice(32, 64).set_requires_grad(true));
+  }
+  optim::Adam piece_one(first, options), piece_two(second, options);
+  piece_one.set_pieces_of({64, 64}, {0, 0});
+  piece_two.set_pieces_of({64, 64}, {32, 32});
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g = from_values(values(0.5 * step), {64}, DType::f32);
+    whole_a.set_grad(g.reshape({8, 8}));
+    whole_b.set_grad(g);
+    for (size_t k = 0; k < 2; ++k) {
+      first[k].set_grad(g.slice(0, 32));
+      second[k].set_grad(g.slice(32, 64));
+    }
+    whole.step();
+    piece_one.step();
+    piece_two.step();
+  }
+  EXPECT_EQ(a.to_vector(), whole_a.to_vector());
+  EXPECT_EQ(b.to_vector(), whole_b.to_vector());
+  EXPECT_EQ(piece_one.rounding_state(), whole.rounding_state());
+  EXPECT_THROW(piece_one.set_pieces_of({16, 64}, {0, 0}), Error);  // 32 elements in 16
+}
+
+}  // namespace
+}  // namespace mixp

@@ -101,6 +101,16 @@ class MasterWeightOptimizer : public Optimizer {
   const PhiloxState& rounding_state() const { return rounding_; }
   void set_rounding_state(const PhiloxState& state) { rounding_ = state; }
 
+  /// For parameters that are pieces of larger ones (ZeRO: each process updates a 1-D view of
+  /// its part of every parameter): parameter i is elements [begin[i], begin[i] + numel) of a
+  /// parameter of whole[i] elements. Its stochastic rounding then draws the words the whole
+  /// parameter's elements would, and every draw advances the stream by the whole parameter's
+  /// count, so that the pieces of any number of processes round as one process does. Throws
+  /// mixp::Error unless each piece lies within its whole.
+  ///
+  ///   opt.set_pieces_of({4096, 128}, {2048, 0});   // the second half, and all of a vector
+  void set_pieces_of(const std::vector<int64_t>& whole, const std::vector<int64_t>& begin);
+
  protected:
   MasterWeightOptimizer(std::vector<Tensor> parameters, double lr, Precision precision,
                         PhiloxState rounding);
@@ -114,8 +124,9 @@ class MasterWeightOptimizer : public Optimizer {
   /// The slot of parameter i for this step; reserves its stochastic-rounding words, and
   /// restarts its master from the parameter if someone else wrote the parameter.
   Slot slot(size_t i);
-  /// Reserves `count` words of the stochastic-rounding stream: where they start.
-  PhiloxState take_rounding_words(uint64_t count);
+  /// Reserves the words of one stochastic rounding of every element of parameter i (of the
+  /// whole parameter it is a piece of: set_pieces_of): where its own elements' words start.
+  PhiloxState take_rounding_words(size_t i);
   /// Marks parameter i as changed in place (its version), once its update is written.
   void bump_version(size_t i);
 
@@ -129,6 +140,7 @@ class MasterWeightOptimizer : public Optimizer {
   std::vector<Tensor> master_lows_;  // bf16 parameters under master_fp32
   std::vector<Tensor> compensations_;
   std::vector<uint64_t> versions_;  // each parameter's version after the optimizer's last write
+  std::vector<int64_t> whole_numel_, piece_begin_;  // set_pieces_of; empty: whole parameters
 };
 
 }  // namespace mixp::optim
