@@ -450,7 +450,7 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
                       "started");
   same("--bucket-mb", text_of(fresh.train.parallel.bucket_bytes / 1048576.0),
        text_of(c.train.parallel.bucket_bytes / 1048576.0));
-  // Checkpoints hold the whole optimizer state, so a run may resume with or without ZeRO.
+  // A run resumes with or without ZeRO: a sharded checkpoint is put together whole first.
   if (given("--zero")) c.train.parallel.zero = o.zero;
   c.train.parallel.check_replicas = o.check_replicas;
   same("--lr", text_of(o.lr), text_of(c.train.lr));
