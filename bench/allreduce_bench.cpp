@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/median.h"
 #include "mixp/dist/communicator.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"
@@ -16,12 +17,6 @@ namespace mixp::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Values of a gradient's size (around 2^-3), refilled before every repetition so that the sums
 // neither grow nor become subnormal over the loop.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/median.h"
 #include "mixp/convert.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
@@ -20,12 +21,6 @@ double seconds(const std::function<void()>& work) {
   const auto start = Clock::now();
   work();
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
 }
 
 struct Kernel {
@@ -88,7 +83,7 @@ int run_convert(const ConvertBenchOptions& options, std::FILE* out) {
         t_copy.push_back(seconds(copy_once));
         t_kernel.push_back(seconds(k.run));
       }
-      const double tk = median(t_kernel), tc = median(t_copy);
+      const double tk = median_of(t_kernel), tc = median_of(t_copy);
       const double gbs = double(n * k.bytes_per_element) / tk * 1e-9;
       const double copy_gbs = double(n * 2 * sizeof(float)) / tc * 1e-9;
       std::fprintf(out, "%-10s %-12s %9.2f %9.2f %12.2f %9.0f%%\n", k.op.c_str(), name_of(isa),

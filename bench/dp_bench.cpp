@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/median.h"
 #include "mixp/dist/communicator.h"
 #include "mixp/error.h"
 #include "mixp/nn/models.h"
@@ -40,12 +41,6 @@ constexpr double kEfficiencyTarget = 0.90;       // weak scaling, at least
 constexpr double kExposedFractionTarget = 0.30;  // of the standalone all-reduce, at most
 constexpr double kBf16BytesTarget = 0.5 * 1.01;  // of f32's bytes; 1% for the agreements
 constexpr double kZeroStateTarget = 0.55;        // ZeRO-1's optimizer state at N=2, of N=1's
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Numbers as flags take them: the shortest text that reads back as the same double.
 std::string number_text(double value) {

@@ -58,6 +58,16 @@ wait_for_checkpoint() {
   fail "no checkpoint appeared in $1"
 }
 
+# Resumes the run in $dir/$1 (interrupted by $2) on 2 ranks and checks that it ends bitwise
+# as the uninterrupted run.
+resume_to_the_whole_run() {
+  "$mpirun" -np 2 "$mixp" train --resume "$dir/$1" > "$dir/$1-resumed.log" 2>&1 \
+    || { cat "$dir/$1-resumed.log"; fail "the resume after $2 failed"; }
+  same_weights "$dir/whole/model.safetensors" "$dir/$1/model.safetensors" \
+    || fail "the run resumed after $2 differs from the uninterrupted run"
+  echo "resumed after $2: bitwise the uninterrupted run"
+}
+
 echo "== the uninterrupted run"
 "$mpirun" -np 2 "$mixp" "${train[@]}" --out "$dir/whole" > "$dir/whole.log" 2>&1 \
   || { cat "$dir/whole.log"; fail "the uninterrupted run failed"; }
@@ -78,11 +88,7 @@ elapsed=$(( $(date +%s) - start ))
 [ "$elapsed" -le 60 ] || fail "the job took ${elapsed} s to end after rank 1 died"
 grep -q "rank 1" "$dir/killed.log" || { cat "$dir/killed.log"; fail "no message names rank 1"; }
 echo "ended ${elapsed} s after the kill, status $status: $(grep -m1 'rank 1' "$dir/killed.log")"
-"$mpirun" -np 2 "$mixp" train --resume "$dir/killed" > "$dir/resumed.log" 2>&1 \
-  || { cat "$dir/resumed.log"; fail "the resume after the kill failed"; }
-same_weights "$dir/whole/model.safetensors" "$dir/killed/model.safetensors" \
-  || fail "the resumed run's weights differ from the uninterrupted run's"
-echo "resumed: bitwise the uninterrupted run"
+resume_to_the_whole_run killed "the kill"
 
 echo "== SIGTERM to mpirun"
 "$mpirun" -np 2 "$mixp" "${train[@]}" --out "$dir/stopped" > "$dir/stopped.log" 2>&1 &
@@ -99,11 +105,7 @@ newest=$(ls "$dir/stopped" | grep -E '^checkpoint-[0-9]+\.safetensors$' | sort |
 step=$((10#$(echo "$newest" | tr -dc '0-9')))
 [ $((step % 200)) -ne 0 ] || fail "no checkpoint of the stop: the newest is $newest"
 echo "stopped after step $step with one checkpoint"
-"$mpirun" -np 2 "$mixp" train --resume "$dir/stopped" > "$dir/stopped-resumed.log" 2>&1 \
-  || { cat "$dir/stopped-resumed.log"; fail "the resume after SIGTERM failed"; }
-same_weights "$dir/whole/model.safetensors" "$dir/stopped/model.safetensors" \
-  || fail "the run resumed after SIGTERM differs from the uninterrupted run"
-echo "stopped and resumed: bitwise the uninterrupted run"
+resume_to_the_whole_run stopped "SIGTERM"
 
 echo "== ranks with different flags"
 status=0
