@@ -2,10 +2,12 @@
 // the fast or the reference kernel of kernels/fp4.h.
 #include "mixp/amp/fp4.h"
 
+#include <algorithm>
 #include "kernels/fp4.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/runtime.h"
+#include "ops/gemm_op.h"
 
 namespace mixp::amp {
 namespace {
@@ -31,8 +33,25 @@ int64_t Fp4Tensor::bytes() const {
 Tensor Fp4Tensor::dequantize() const {
   Tensor out = empty(shape, DType::f32);
   kernels::fp4_dequantize(data.data<uint8_t>(), block_scales.data<uint8_t>(), rows, cols,
-                          kind_of(scaling), tensor_scale, out.data<float>());
+                          kind_of(scaling), tensor_scale, block_rows, out.data<float>());
   return out;
+}
+
+Fp4Tensor Fp4Tensor::transposed() const {
+  MIXP_CHECK(shape.ndim() == 2 && block_rows == block_size(),
+             "Fp4Tensor::transposed: only a 2-D tensor in square tiles has the same values "
+             "transposed, this one is ",
+             shape.to_string(), " in 1 x ", block_size(), " blocks");
+  Fp4Tensor t = *this;
+  t.shape = Shape{cols, rows};
+  t.rows = cols;
+  t.cols = rows;
+  t.data = empty({cols, (rows + 1) / 2}, DType::u8);
+  t.block_scales = empty({block_scales.size(1), block_scales.size(0)}, DType::u8);
+  kernels::fp4_transpose_tiled(data.data<uint8_t>(), block_scales.data<uint8_t>(), rows, cols,
+                               block_size(), t.data.data<uint8_t>(),
+                               t.block_scales.data<uint8_t>());
+  return t;
 }
 
 Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options& options) {
@@ -53,13 +72,18 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
   q.amax = ref ? kernels::fp8_amax_reference(xs, x.numel()) : kernels::fp8_amax_fast(xs, x.numel());
   q.tensor_scale = scaling == Fp4Scaling::nvfp4 ? kernels::nvfp4_tensor_scale(q.amax) : 1.0f;
   const int64_t block = q.block_size();
+  MIXP_CHECK(!options.square_blocks || x.ndim() == 2,
+             "quantize_fp4: square blocks tile a 2-D tensor, got ", x.shape().to_string());
+  q.block_rows = options.square_blocks ? block : 1;
   q.data = empty({q.rows, (q.cols + 1) / 2}, DType::u8);
-  q.block_scales = empty({q.rows, (q.cols + block - 1) / block}, DType::u8);
+  q.block_scales =
+      empty({(q.rows + q.block_rows - 1) / q.block_rows, (q.cols + block - 1) / block}, DType::u8);
   const kernels::Fp4Params params{.kind = kind_of(scaling),
                                   .tensor_scale = q.tensor_scale,
                                   .mx_rounding = kernel_rounding(options.mx_rounding),
                                   .stochastic = options.rounding == Fp4Rounding::stochastic,
-                                  .philox = options.philox};
+                                  .philox = options.philox,
+                                  .block_rows = q.block_rows};
   uint8_t* packed = q.data.data<uint8_t>();
   uint8_t* scales = q.block_scales.data<uint8_t>();
   if (ref)
@@ -67,6 +91,56 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
   else
     kernels::fp4_quantize_fast(xs, q.rows, q.cols, params, packed, scales);
   return q;
+}
+
+namespace {
+
+// The exact block products of an FP4 tensor as a bf16 [rows, cols] tensor.
+Tensor block_values(const Fp4Tensor& q) {
+  Tensor out = empty({q.rows, q.cols}, DType::bf16, MemoryTag::workspace);
+  kernels::fp4_block_values_bf16(q.data.data<uint8_t>(), q.block_scales.data<uint8_t>(), q.rows,
+                                 q.cols, kind_of(q.scaling), q.block_rows,
+                                 static_cast<uint16_t*>(out.raw_data()));
+  return out;
+}
+
+}  // namespace
+
+Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b) {
+  MIXP_CHECK(a.scaling == b.scaling, "fp4_gemm: operands scaled ", name_of(a.scaling), " and ",
+             name_of(b.scaling), " cannot meet in one GEMM");
+  MIXP_CHECK(a.cols == b.cols && a.cols > 0, "fp4_gemm: A ", a.shape.to_string(), " and B ",
+             b.shape.to_string(), " must end in the same k");
+  NoGradGuard no_grad;
+  Tensor c = ops::detail::gemm({.m = a.rows, .n = b.rows, .k = a.cols, .trans_b = true},
+                               block_values(a), block_values(b), Shape{a.rows, b.rows}, DType::f32);
+  if (a.scaling == Fp4Scaling::nvfp4) {
+    const float global = (1.0f / a.tensor_scale) * (1.0f / b.tensor_scale);
+    float* v = c.data<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) v[i] *= global;
+  }
+  return c;
+}
+
+Tensor random_hadamard16(const Tensor& x_in, const std::array<float, 16>& signs) {
+  MIXP_CHECK(x_in.defined() && x_in.ndim() == 2 &&
+                 (x_in.dtype() == DType::f32 || x_in.dtype() == DType::bf16),
+             "random_hadamard16: expected a 2-D f32 or bf16 tensor, got ",
+             x_in.defined() ? x_in.shape().to_string() + " " + name_of(x_in.dtype())
+                            : std::string("an undefined tensor"));
+  for (size_t j = 0; j < signs.size(); ++j)
+    MIXP_CHECK(signs[j] == 1.0f || signs[j] == -1.0f, "random_hadamard16: sign ", j, " is ",
+               signs[j], "; a sign is +1 or -1");
+  NoGradGuard no_grad;
+  const Tensor x = x_in.dtype() == DType::f32 ? x_in : x_in.to(DType::f32);
+  const int64_t rows = x.size(0), cols = x.size(1), padded = (cols + 15) / 16 * 16;
+  Tensor out = zeros({rows, padded}, DType::f32, MemoryTag::workspace);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(src + r * cols, src + (r + 1) * cols, dst + r * padded);
+  kernels::hadamard16_rows(dst, rows, padded, signs.data());
+  return out;
 }
 
 float e2m1_value(uint8_t code) {

@@ -1,5 +1,8 @@
 #include "mixp/amp/presets.h"
 
+#include <iterator>
+#include <string>
+
 #include "mixp/error.h"
 
 namespace mixp::amp {
@@ -73,7 +76,22 @@ constexpr Preset kPresets[] = {
      .optimizer_precision = Precision::master_fp32,
      .loss_scaling = LossScaling::none,
      .fp8 = Fp8Recipe{.scaling = Fp8Scaling::none, .format = Fp8Format::e4m3}},
+    {.name = "nvfp4",
+     .parameter_dtype = DType::f32,
+     .compute_dtype = DType::bf16,
+     .optimizer_precision = Precision::master_fp32,
+     .loss_scaling = LossScaling::none,
+     .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::nvfp4}}},
+    {.name = "mxfp4",
+     .parameter_dtype = DType::f32,
+     .compute_dtype = DType::bf16,
+     .optimizer_precision = Precision::master_fp32,
+     .loss_scaling = LossScaling::none,
+     .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::mxfp4}}},
 };
+
+// The names of Fp4Ablation's switches, in its order.
+constexpr std::string_view kIngredients[] = {"2d-weights", "hadamard", "sr", "bf16-layers"};
 
 }  // namespace
 
@@ -115,10 +133,51 @@ Autocast Preset::autocast() const {
   return Autocast(compute_dtype.value_or(DType::bf16), compute_dtype.has_value());
 }
 
-Preset preset(std::string_view name, MxScaleRounding rounding) {
+Preset preset(std::string_view name, MxScaleRounding rounding, const Fp4Ablation& without) {
   Preset p = preset(name);
   if (p.fp8) p.fp8->mx_scale_rounding = rounding;
+  if (p.fp8 && p.fp8->fp4) {
+    Fp4Recipe& r = *p.fp8->fp4;
+    r.mx_scale_rounding = rounding;
+    r.square_weights = r.square_weights && !without.square_weights;
+    r.hadamard = r.hadamard && !without.hadamard;
+    r.stochastic_gradients = r.stochastic_gradients && !without.stochastic_gradients;
+    if (without.bf16_layers) r.bf16_tail = 0.0;
+  } else {
+    MIXP_CHECK(without.none(), "preset ", name,
+               " has no FP4 recipe, so there is nothing to run "
+               "without (",
+               name_of(without), ")");
+  }
   return p;
+}
+
+Fp4Ablation parse_fp4_ablation(std::string_view list) {
+  Fp4Ablation out;
+  bool* flags[] = {&out.square_weights, &out.hadamard, &out.stochastic_gradients, &out.bf16_layers};
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    size_t i = 0;
+    while (i < std::size(kIngredients) && kIngredients[i] != item) ++i;
+    MIXP_CHECK(i < std::size(kIngredients), "unknown FP4 ingredient '", item,
+               "'; the ingredients are 2d-weights, hadamard, sr and bf16-layers");
+    *flags[i] = true;
+  }
+  return out;
+}
+
+std::string name_of(const Fp4Ablation& without) {
+  const bool flags[] = {without.square_weights, without.hadamard, without.stochastic_gradients,
+                        without.bf16_layers};
+  std::string out;
+  for (size_t i = 0; i < std::size(kIngredients); ++i)
+    if (flags[i]) {
+      if (!out.empty()) out += ',';
+      out += kIngredients[i];
+    }
+  return out;
 }
 
 std::unique_ptr<Fp8State> Preset::make_fp8_state() const {

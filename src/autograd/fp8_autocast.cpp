@@ -21,6 +21,10 @@ struct Fp8ThreadState {
 
 thread_local Fp8ThreadState t_fp8;
 
+// Philox streams of the FP4 recipes, apart from every other stream a run draws from.
+constexpr uint64_t kHadamardStream = 0x4650344861640000ull;          // "FP4Had"
+constexpr uint64_t kGradientRoundingStream = 0x4650345352000000ull;  // "FP4SR"
+
 // The site kinds as they are stored in a checkpoint.
 float kind_code(const std::string& kind) { return kind == "attention" ? 1.0f : 0.0f; }
 std::string kind_name(float code) { return code == 1.0f ? "attention" : "linear"; }
@@ -57,6 +61,12 @@ Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(recipe) {
              recipe.amax_history_len);
   MIXP_CHECK(recipe.margin >= 0 && recipe.margin <= 64,
              "Fp8Recipe: margin must be in [0, 64], got ", recipe.margin);
+  if (recipe.fp4) {
+    MIXP_CHECK(recipe.fp4->bf16_tail >= 0.0 && recipe.fp4->bf16_tail <= 1.0,
+               "Fp4Recipe: bf16_tail is a fraction of the Linear layers in [0, 1], got ",
+               recipe.fp4->bf16_tail);
+  }
+  set_seed(0);
 }
 
 void Fp8State::update() {
@@ -116,8 +126,50 @@ Fp8Tensor Fp8State::cached_weight(const Tensor& weight, Fp8Meta& meta, bool reco
   return q;
 }
 
+void Fp8State::set_fp4_layers(std::vector<Fp4Layer> layers) {
+  fp4_index_.clear();
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].fp4) fp4_index_.emplace(layers[i].weight, i);
+  fp4_layers_ = std::move(layers);
+}
+
+std::optional<size_t> Fp8State::fp4_layer_of(const Tensor& weight) const {
+  if (!weight.defined()) return std::nullopt;
+  const auto it = fp4_index_.find(weight.impl());
+  if (it == fp4_index_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Fp8State::set_seed(uint64_t seed) {
+  seed_ = seed;
+  const PhiloxState signs{.seed = seed, .stream = kHadamardStream, .offset = 0};
+  for (size_t j = 0; j < hadamard_signs_.size(); ++j)
+    hadamard_signs_[j] = (philox_word(signs, j) & 1u) ? -1.0f : 1.0f;
+}
+
+void Fp8State::set_rounding_position(int64_t step, int64_t micro_batch) {
+  MIXP_CHECK(step >= 0 && step < (int64_t{1} << 24) && micro_batch >= 0 && micro_batch < 256,
+             "FP4 stochastic rounding: step ", step, " and micro-batch ", micro_batch,
+             " must be below 2^24 and 256");
+  rounding_step_ = step;
+  rounding_micro_batch_ = micro_batch;
+}
+
+PhiloxState Fp8State::gradient_rounding(size_t layer, int gemm) const {
+  // A quantization draws one word per element, at most 2^32 of them: the step and the
+  // micro-batch take the offset's upper 32 bits, the layer and the GEMM the stream.
+  return {.seed = seed_,
+          .stream = kGradientRoundingStream + uint64_t(layer) * 2 + uint64_t(gemm),
+          .offset = (uint64_t(rounding_step_) << 40) | (uint64_t(rounding_micro_batch_) << 32)};
+}
+
 std::vector<std::pair<std::string, Tensor>> Fp8State::state() const {
   std::vector<std::pair<std::string, Tensor>> out;
+  if (recipe_.fp4) {
+    Tensor signs = empty({16}, DType::f32);
+    std::copy(hadamard_signs_.begin(), hadamard_signs_.end(), signs.data<float>());
+    out.emplace_back("fp8/fp4/hadamard_signs", signs);
+  }
   for (size_t i = 0; i < sites_.size(); ++i) {
     const std::string prefix = "fp8/" + std::to_string(i) + "/";
     out.emplace_back(prefix + "kind", full({1}, kind_code(sites_[i]->kind)));
@@ -186,6 +238,16 @@ void Fp8State::load_state(const std::map<std::string, Tensor>& tensors) {
       site->metas.push_back(std::move(m));
     }
     sites.push_back(site);
+  }
+  if (recipe_.fp4) {
+    const Tensor& signs = get("fp8/fp4/hadamard_signs", 16, 16);
+    for (int64_t j = 0; j < 16; ++j) {
+      const float v = signs.data<float>()[j];
+      MIXP_CHECK(v == 1.0f || v == -1.0f, "Fp8State: fp8/fp4/hadamard_signs holds ", v,
+                 " at position ", j, "; a sign is +1 or -1");
+    }
+    std::copy(signs.data<float>(), signs.data<float>() + 16, hadamard_signs_.begin());
+    ++entries;
   }
   size_t fp8_names = 0;
   for (const auto& [name, t] : tensors) fp8_names += name.rfind("fp8/", 0) == 0;

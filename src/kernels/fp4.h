@@ -6,7 +6,9 @@
 // Layout: x is [rows, cols], blocks run along cols (the last one may be shorter). Elements are
 // packed two a byte per row: element 2j in bits 0-3 of byte j, element 2j + 1 in bits 4-7, so
 // a row takes ceil(cols / 2) bytes; an odd row's last high nibble is 0. One scale code a block:
-// scales [rows, ceil(cols / block)].
+// scales [ceil(rows / block_rows), ceil(cols / block)]. block_rows is 1 (1 x block blocks) or
+// the block size (square tiles, for weights: a tile's scale is the same whichever of its
+// dimensions a GEMM reduces over, so a weight and its transpose quantize to the same values).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,8 @@ struct Fp4Params {
   /// philox.offset + r * cols + c, whatever the threads.
   bool stochastic = false;
   PhiloxState philox{};
+  /// 1, or fp4_block(kind) for square tiles (the last ones may be shorter).
+  int64_t block_rows = 1;
 };
 
 int64_t fp4_block(Fp4Kind kind);  ///< 16 (nvfp4), 32 (mxfp4)
@@ -65,7 +69,27 @@ void fp4_quantize_reference(const float* x, int64_t rows, int64_t cols, const Fp
 
 /// out[r, c] = e2m1 * block scale (* 1 / S_enc for nvfp4), in fp32; NaN under a NaN scale.
 void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                    Fp4Kind kind, float tensor_scale, float* out);
+                    Fp4Kind kind, float tensor_scale, int64_t block_rows, float* out);
+/// out[r, c] = e2m1 * block scale as bf16 bits, without nvfp4's 1 / S_enc: what an FP4 tensor
+/// core multiplies. Exact: an E2M1 value has 2 significant bits and an E4M3 scale 4, and E8M0
+/// scales are powers of two within bf16's exponent range (the smallest products, 2^-128 and
+/// below, are bf16 subnormals with room to spare), so every product is a bf16 value, except
+/// where E8M0's largest scales (2^126, 2^127) times the largest elements pass fp32's range:
+/// those overflow to infinity, as they would in the hardware's fp32.
+void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                           Fp4Kind kind, int64_t block_rows, uint16_t* out);
+/// The codes and scales of the transpose of a square-tiled [rows, cols] tensor: packed_t
+/// [cols, ceil(rows / 2)], scales_t [ceil(cols / block), ceil(rows / block)].
+void fp4_transpose_tiled(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                         int64_t block, uint8_t* packed_t, uint8_t* scales_t);
+
+/// The 16-point random Hadamard transform along the last dimension, in place: every 16
+/// consecutive elements x of a row (cols a multiple of 16) become H (s * x) / 4, H the
+/// Sylvester-Hadamard matrix of order 16 (entries +-1) and s the signs (+1 or -1, one per
+/// position). Orthogonal, so the transform of both operands of a product along their
+/// reduction dimension leaves the exact product unchanged. fp32 arithmetic: the four butterfly
+/// stages of the fast Walsh-Hadamard transform, then the exact division by 4.
+void hadamard16_rows(float* x, int64_t rows, int64_t cols, const float* signs);
 
 namespace avx512 {
 /// n codes of y[i] * scale into packed nibbles (n even; the output starts on a byte).

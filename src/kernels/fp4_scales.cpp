@@ -68,22 +68,4 @@ uint8_t mxfp4_scale_code(float amax, MxRounding rounding) {
   return e8m0_scale_code(amax, kE2m1Emax, kE2m1Max, rounding);
 }
 
-void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                    Fp4Kind kind, float tensor_scale, float* out) {
-  const int64_t block = fp4_block(kind), nb = (cols + block - 1) / block,
-                row_bytes = (cols + 1) / 2;
-  // The global decode scale as Transformer Engine keeps it, 1 / S_enc in fp32, applied once to
-  // the exact product of the element and its block scale.
-  const float global = 1.0f / tensor_scale;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint8_t byte = packed[r * row_bytes + c / 2];
-      const float e = e2m1_value(uint8_t(c % 2 == 0 ? byte & 0xF : byte >> 4));
-      const uint8_t s = scales[r * nb + c / block];
-      out[r * cols + c] = kind == Fp4Kind::nvfp4 ? e * float(float8_e4m3::from_bits(s)) * global
-                                                 : e * e8m0_value(s);
-    }
-  }
-}
-
 }  // namespace mixp::kernels

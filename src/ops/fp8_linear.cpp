@@ -27,6 +27,40 @@ Fp8OpEntry enter_fp8_op(OpKind op, std::span<const Tensor* const> inputs) {
   return {.suspended = amp::autocast_inputs(row, inputs), .autocast_output = autocast_output};
 }
 
+void check_quantized_linear(const char* op, const Tensor& x, const Tensor& weight,
+                            const Tensor& bias) {
+  MIXP_CHECK(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16), op,
+             ": the input must be f32 or bf16, got ",
+             x.defined() ? name_of(x.dtype()) : "an undefined tensor");
+  MIXP_CHECK(weight.defined() && (weight.dtype() == DType::f32 || weight.dtype() == DType::bf16),
+             op, ": the weight must be f32 or bf16");
+  MIXP_CHECK(weight.ndim() == 2, op, ": weight must be [out, in], got ",
+             weight.shape().to_string());
+  MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), op, ": input ", x.shape().to_string(),
+             " does not end in the weight's in-features ", weight.size(1));
+  if (bias.defined()) {
+    check_floating(op, bias, "bias");
+    MIXP_CHECK(bias.ndim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [",
+               weight.size(0), "], got ", bias.shape().to_string());
+  }
+}
+
+Tensor add_bias_and_round(Tensor y, const Tensor& bias, DType out) {
+  NoGradGuard no_grad;
+  if (bias.defined()) {
+    const Tensor b = bias.to(DType::f32);
+    const int64_t n = y.size(-1), rows = y.numel() / std::max<int64_t>(n, 1);
+    float* yv = y.data<float>();
+    const float* bv = b.data<float>();
+    kernels::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t r = begin; r < end; ++r)
+                              for (int64_t j = 0; j < n; ++j) yv[r * n + j] += bv[j];
+                          });
+  }
+  return out == DType::f32 ? y : y.to(out).detach();
+}
+
 Tensor transpose_last2(const Tensor& t) {
   MIXP_ASSERT(t.ndim() == 2 || t.ndim() == 3, "transpose_last2 of ", t.shape().to_string());
   NoGradGuard no_grad;
@@ -83,22 +117,6 @@ amp::Fp8Tensor transposed_codes(const amp::Fp8Tensor& q) {
 
 constexpr amp::Fp8Role kLinearRoles[] = {amp::Fp8Role::input, amp::Fp8Role::weight,
                                          amp::Fp8Role::gradient};
-
-Tensor add_bias_and_round(Tensor y, const Tensor& bias, DType out) {
-  NoGradGuard no_grad;
-  if (bias.defined()) {
-    const Tensor b = bias.to(DType::f32);
-    const int64_t n = y.size(-1), rows = y.numel() / std::max<int64_t>(n, 1);
-    float* yv = y.data<float>();
-    const float* bv = b.data<float>();
-    kernels::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t r = begin; r < end; ++r)
-                              for (int64_t j = 0; j < n; ++j) yv[r * n + j] += bv[j];
-                          });
-  }
-  return out == DType::f32 ? y : y.to(out).detach();
-}
 
 struct Fp8LinearBackward : autograd::Node {
   autograd::SavedTensor x, weight;
@@ -162,20 +180,7 @@ Tensor fp8_linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
   const Fp8OpEntry entry = enter_fp8_op(OpKind::linear, inputs);
   const Tensor &x = x_in, &weight = weight_in, &bias = bias_in;
   constexpr const char* op = "linear (fp8)";
-  MIXP_CHECK(x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16), op,
-             ": the input must be f32 or bf16, got ",
-             x.defined() ? name_of(x.dtype()) : "an undefined tensor");
-  MIXP_CHECK(weight.defined() && (weight.dtype() == DType::f32 || weight.dtype() == DType::bf16),
-             op, ": the weight must be f32 or bf16");
-  MIXP_CHECK(weight.ndim() == 2, op, ": weight must be [out, in], got ",
-             weight.shape().to_string());
-  MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), op, ": input ", x.shape().to_string(),
-             " does not end in the weight's in-features ", weight.size(1));
-  if (bias.defined()) {
-    check_floating(op, bias, "bias");
-    MIXP_CHECK(bias.ndim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be [",
-               weight.size(0), "], got ", bias.shape().to_string());
-  }
+  check_quantized_linear(op, x, weight, bias);
   const DType out = out_dtype.value_or(entry.autocast_output.value_or(x.dtype()));
   const int64_t in = weight.size(1), n_out = weight.size(0);
   const int64_t rows = x.numel() / std::max<int64_t>(in, 1);

@@ -29,9 +29,20 @@ struct Fp8OpEntry {
 };
 Fp8OpEntry enter_fp8_op(OpKind op, std::span<const Tensor* const> inputs);
 
+/// The shape and dtype contract of the quantized linears (fp8_linear.cpp): x and weight f32 or
+/// bf16, weight [out, in], x [..., in], bias [out] or undefined; mixp::Error naming `op`.
+void check_quantized_linear(const char* op, const Tensor& x, const Tensor& weight,
+                            const Tensor& bias);
+/// y + bias (f32 y, the bias added in fp32), rounded once to `out` (fp8_linear.cpp).
+Tensor add_bias_and_round(Tensor y, const Tensor& bias, DType out);
+
 /// linear with its products in FP8 (fp8_linear.cpp).
 Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   std::optional<DType> out_dtype, amp::Fp8State& state);
+/// linear with its products in FP4 by state's recipe().fp4, for FP4 layer `layer` of the state
+/// (fp4_linear.cpp).
+Tensor fp4_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  std::optional<DType> out_dtype, amp::Fp8State& state, size_t layer);
 /// causal or full attention with q k^T and P v (and the four products of backward) in FP8
 /// (scaled_dot_product_attention.cpp).
 Tensor fp8_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,

@@ -83,7 +83,11 @@ struct LinearBackward : autograd::Node {
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
               std::optional<DType> out_dtype) {
   if (amp::Fp8State* fp8 = amp::fp8_active()) {
-    return detail::fp8_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
+    if (!fp8->recipe().fp4) return detail::fp8_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
+    // An FP4 recipe computes its FP4 layers in FP4; every other product stays below, in the
+    // Autocast's bf16.
+    if (const std::optional<size_t> layer = fp8->fp4_layer_of(weight_in))
+      return detail::fp4_linear(x_in, weight_in, bias_in, out_dtype, *fp8, *layer);
   }
   const auto cast = amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];

@@ -60,8 +60,10 @@ Tensor multi_head_attention(const Tensor& qkv_in, int64_t heads, bool causal) {
   const int64_t c = qkv_in.size(2) / 3;
   MIXP_CHECK(heads >= 1 && c % heads == 0, op, ": ", heads,
              " heads do not divide the width C = ", c, " of input ", qkv_in.shape().to_string());
-  // FP8 recipes quantize the attention's own inputs: the composition keeps their path.
-  if (amp::fp8_active() != nullptr) return composed(qkv_in, heads, causal);
+  // FP8 recipes quantize the attention's own inputs: the composition keeps their path. FP4
+  // recipes keep attention in bf16.
+  if (const amp::Fp8State* fp8 = amp::fp8_active(); fp8 && !fp8->recipe().fp4)
+    return composed(qkv_in, heads, causal);
   const auto cast = amp::autocast_inputs(OpKind::multi_head_attention, {&qkv_in});
   const Tensor& qkv = cast[0];
   const int64_t b = qkv.size(0), t = qkv.size(1);

@@ -520,7 +520,7 @@ Tensor fp8_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool causal) {
-  if (amp::Fp8State* fp8 = amp::fp8_active()) {
+  if (amp::Fp8State* fp8 = amp::fp8_active(); fp8 && !fp8->recipe().fp4) {
     return detail::fp8_attention(q_in, k_in, v_in, causal, *fp8);
   }
   const auto cast =

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "mixp/amp/presets.h"
 #include "mixp/diag/svg.h"
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
@@ -131,10 +132,14 @@ CompareRow run_precision(const std::function<RunInputs()>& make, const std::stri
   row.precision = precision;
   TrainOptions o = options;
   o.precision = precision;
+  // --fp4-without ablates the FP4 presets of the comparison; the others run whole.
+  const amp::Preset& preset = amp::preset(precision);
+  if (!preset.fp8 || !preset.fp8->fp4) o.fp4_without = {};
   if (!o.config.empty()) {  // the run's configuration names its own precision
     nlohmann::json config = nlohmann::json::parse(o.config);
     nlohmann::json& train = config.contains("train") ? config["train"] : config;
     train["precision"] = precision;
+    if (train.contains("fp4_without")) train["fp4_without"] = amp::name_of(o.fp4_without);
     o.config = config.dump();
   }
   if (!options.out_dir.empty()) o.out_dir = options.out_dir + "/" + precision;

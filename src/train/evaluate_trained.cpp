@@ -15,6 +15,7 @@
 #include "mixp/train/evaluate.h"
 #include "mixp/train/trained_model.h"
 #include "train/builtin_model.h"
+#include "train/low_precision_state.h"
 #include "train/run_data.h"
 #include "train/trainer_impl.h"
 
@@ -156,12 +157,16 @@ EvalRow evaluate_under(const TrainedWeights& weights, const std::string& precisi
   try {
     TrainedModel t = build_trained_model(weights);  // each preset casts its own copy
     const amp::MxScaleRounding rounding = mx_rounding.value_or(t.config.train.mx_scale_rounding);
-    Inference inference(*t.model, precision, rounding);
+    // The run's FP4 ablation belongs to its own preset; another preset is evaluated whole.
+    const amp::Fp4Ablation without =
+        precision == t.config.train.precision ? t.config.train.fp4_without : amp::Fp4Ablation{};
+    Inference inference(*t.model, precision, rounding, without);
     inference.cast_parameters();
     BuiltinModel model(std::move(t.model));
     EvalSource source(d);
-    const amp::Preset preset = amp::preset(precision, rounding);
-    const std::unique_ptr<amp::Fp8State> fp8 = preset.make_fp8_state();
+    const amp::Preset preset = amp::preset(precision, rounding, without);
+    const std::unique_ptr<amp::Fp8State> fp8 =
+        make_low_precision_state(preset, model.module(), t.config.train.seed);
     std::optional<StateDict> saved;
     if (fp8 && precision == t.config.train.precision &&
         rounding == t.config.train.mx_scale_rounding)

@@ -307,7 +307,8 @@ InspectResult run_inspect(const InspectOptions& options) {
   run.train.resume = false;
   const bool training = run.train.steps > 0;
   if (!training) run.train.steps = 1;  // prepare_run wants a run; none is trained
-  const amp::Preset preset = amp::preset(run.train.precision, run.train.mx_scale_rounding);
+  const amp::Preset preset =
+      amp::preset(run.train.precision, run.train.mx_scale_rounding, run.train.fp4_without);
   PreparedRun prepared = prepare_run(run);
   TrainModel& model = *prepared.inputs.model;
   DataSource& data = *prepared.inputs.data;

@@ -345,6 +345,7 @@ nlohmann::json train_json(const TrainOptions& t) {
   return {{"precision", t.precision},
           {"optimizer_state", name_of(optimizer_state_dtype(t))},
           {"mx_scale_rounding", amp::name_of(t.mx_scale_rounding)},
+          {"fp4_without", amp::name_of(t.fp4_without)},
           {"epochs", t.epochs},
           {"steps", t.steps},
           {"lr", optional_json(t.lr)},
@@ -392,6 +393,7 @@ void read_train_settings(const nlohmann::json& t, TrainOptions& c) {
   c.optimizer_state = t.value("optimizer_state", std::string("f32"));
   c.mx_scale_rounding = amp::parse_mx_scale_rounding(
       t.value("mx_scale_rounding", std::string(amp::name_of(amp::kLegacyMxScaleRounding))));
+  c.fp4_without = amp::parse_fp4_ablation(t.value("fp4_without", std::string()));
   c.epochs = t.at("epochs").get<int64_t>();
   c.steps = t.at("steps").get<int64_t>();
   if (!t.at("lr").is_null()) c.lr = t.at("lr").get<double>();

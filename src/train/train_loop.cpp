@@ -204,6 +204,7 @@ double Trainer::forward_backward(const data::Batch& batch) {
     const int64_t index = rank * local + i;
     if (parallel_ && i == local - 1) parallel_->reducer().arm();
     if (base) model_.set_generator_state(micro_batch_generator(*base, index));
+    if (fp8_ && fp8_->recipe().fp4) fp8_->set_rounding_position(c_.step, index);
     const Share share = parts > 1 ? share_of(n, index, parts) : Share{0, n};
     if (share.begin < share.end) micro_batch(batch, share, n, parts > 1, loss_sum);
     if (base) check_micro_batch_draws(*base, index, *model_.generator_state());
@@ -356,7 +357,8 @@ void Trainer::prepare_samples() {
   sample_model_ = dynamic_cast<nn::Model*>(model_.module());
   MIXP_CHECK(sample_model_ != nullptr && !o_.vocabulary.empty(),
              "samples (--sample-every) need a model built on nn::Model and its vocabulary");
-  sample_inference_ = std::make_unique<Inference>(*sample_model_, preset_.name);
+  sample_inference_ = std::make_unique<Inference>(*sample_model_, preset_.name,
+                                                  o_.mx_scale_rounding, o_.fp4_without);
 }
 
 // A sample every sample_every steps, in evaluation mode, with nothing of the run's state.
@@ -480,7 +482,8 @@ void validate_options(const TrainOptions& o) {
              "'");
   MIXP_CHECK(!p.deterministic || p.reduce_dtype == "f32",
              "--deterministic sums the gradients in their own dtype, as one process accumulates "
-             "them; it cannot be combined with --reduce-dtype ", p.reduce_dtype);
+             "them; it cannot be combined with --reduce-dtype ",
+             p.reduce_dtype);
   MIXP_CHECK(p.zero == 0 || p.zero == 1, "the ZeRO stage (--zero) is 0 or 1, got ", p.zero);
   MIXP_CHECK(p.bucket_bytes > 0 && p.first_bucket_bytes > 0,
              "the gradient buckets must hold more than 0 bytes, got ", p.first_bucket_bytes,

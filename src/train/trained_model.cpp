@@ -8,6 +8,7 @@
 #include "mixp/error.h"
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
+#include "train/low_precision_state.h"
 #include "train/run_folder.h"
 
 namespace mixp::train {
@@ -142,8 +143,10 @@ TrainedModel build_trained_model(const TrainedWeights& w) {
 }
 
 Inference::Inference(nn::Model& model, const std::string& precision,
-                     amp::MxScaleRounding mx_rounding)
-    : model_(model), preset_(amp::preset(precision, mx_rounding)), fp8_(preset_.make_fp8_state()) {}
+                     amp::MxScaleRounding mx_rounding, const amp::Fp4Ablation& fp4_without)
+    : model_(model),
+      preset_(amp::preset(precision, mx_rounding, fp4_without)),
+      fp8_(make_low_precision_state(preset_, &model_, 0)) {}
 
 void Inference::cast_parameters() {
   std::vector<Tensor> values;

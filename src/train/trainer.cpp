@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <sstream>
 #include <span>
+#include <sstream>
 
 #include "mixp/amp/presets.h"
 #include "mixp/autograd.h"
@@ -14,11 +14,12 @@
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/memory.h"
-#include "mixp/optim/master_weights.h"
 #include "mixp/ops.h"
+#include "mixp/optim/master_weights.h"
 #include "mixp/runtime.h"
 #include "train/counters.h"
 #include "train/legacy_checkpoint.h"
+#include "train/low_precision_state.h"
 #include "train/optimizer_setup.h"
 #include "train/report.h"
 #include "train/run_folder.h"
@@ -119,9 +120,9 @@ Trainer::Trainer(TrainModel& model, DataSource& data, const TrainOptions& o)
     : model_(model),
       data_(data),
       o_(o),
-      preset_(amp::preset(o.precision, o.mx_scale_rounding)),
+      preset_(amp::preset(o.precision, o.mx_scale_rounding, o.fp4_without)),
       state_dtype_(optimizer_state_dtype(o)),
-      fp8_(preset_.make_fp8_state()),
+      fp8_(make_low_precision_state(preset_, model.module(), o.seed)),
       task_(model.task()),
       per_epoch_(data.batches_per_epoch()),
       total_(total_steps(o, per_epoch_)),
@@ -177,13 +178,14 @@ void Trainer::start_data_parallel() {
   const int64_t ranks = comm->size(), batch = data_.batch_size();
   MIXP_CHECK(batch <= 0 || batch % (ranks * o_.grad_accum) == 0, "a global batch of ", batch,
              " samples does not split into ", ranks, " processes",
-             o_.grad_accum > 1 ? detail::concat(" x ", o_.grad_accum, " micro-batches (--grad-accum)")
-                               : std::string(),
+             o_.grad_accum > 1
+                 ? detail::concat(" x ", o_.grad_accum, " micro-batches (--grad-accum)")
+                 : std::string(),
              ": choose a --batch that is a multiple of ", ranks * o_.grad_accum);
-  MIXP_CHECK(!o_.parallel.deterministic || o_.grad_accum == 1,
-             "--deterministic with ", ranks, " processes takes one micro-batch per process; it "
-             "is then bitwise one process with --grad-accum ", ranks,
-             ". Drop --grad-accum ", o_.grad_accum, ", or --deterministic");
+  MIXP_CHECK(!o_.parallel.deterministic || o_.grad_accum == 1, "--deterministic with ", ranks,
+             " processes takes one micro-batch per process; it "
+             "is then bitwise one process with --grad-accum ",
+             ranks, ". Drop --grad-accum ", o_.grad_accum, ", or --deterministic");
   parallel_ = std::make_unique<DataParallel>(*comm, o_);
   if (o_.parallel.zero == 0) return;
   zero_ = std::make_unique<ZeroShards>(*comm, params_);
@@ -374,8 +376,8 @@ void Trainer::save_checkpoint(const Before* before) {
     metadata["shards"] = manifest.dump();
   }
   if (writes())
-    last_checkpoint_ = io::write_checkpoint(o_.out_dir, c_.step, run_id_, state, metadata,
-                                            o_.keep_checkpoints);
+    last_checkpoint_ =
+        io::write_checkpoint(o_.out_dir, c_.step, run_id_, state, metadata, o_.keep_checkpoints);
   // No rank goes on before the checkpoint is whole: a job being stopped may end all ranks as
   // soon as one of them exits.
   if (parallel_) parallel_->communicator().barrier();

@@ -50,6 +50,7 @@ struct TrainCommandOptions {
   std::string optimizer_state;  ///< "f32" or "bf16"; empty: each preset's
   /// "floor" or "up"; empty: mixp's default (--resume: the run's)
   std::string mx_scale_rounding;
+  std::string fp4_without;  ///< --fp4-without: a list of FP4 ingredients
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps;
   int64_t batch = 0;  ///< 0: the model's default
@@ -59,7 +60,7 @@ struct TrainCommandOptions {
   std::string out;  ///< empty: runs/<model>-<precision> (train), runs/compare-<model> (compare)
   int64_t eval_interval = 0;
   int64_t log_interval = 10;
-  int64_t grad_accum = 1;  ///< micro-batches per step
+  int64_t grad_accum = 1;            ///< micro-batches per step
   std::string reduce_dtype = "f32";  ///< under mpirun: the gradients on the wire, f32 or bf16
   bool deterministic = false;        ///< under mpirun: bitwise one process with --grad-accum N
   double bucket_mb = 25.0;           ///< under mpirun: MiB per gradient bucket
@@ -85,13 +86,13 @@ struct TrainCommandOptions {
   int64_t max_skipped_in_a_row = 25;
   double max_skipped_fraction = 0.05;
   std::string max_memory;  ///< bytes, with K, M, G or T (powers of 1024); empty: what is free
-  std::optional<int64_t> classes;     ///< image classifiers: labels 0 .. classes - 1
+  std::optional<int64_t> classes;      ///< image classifiers: labels 0 .. classes - 1
   std::optional<double> val_fraction;  ///< text: the fraction that validates
   std::string init_from;               ///< start from this trained model's weights
-  double underflow_growth = 0.0;      ///< TrainOptions::scaler_underflow_fraction
-  int64_t underflow_check_every = 1;  ///< TrainOptions::scaler_underflow_check_interval
-  int64_t sample_every = 0;           ///< train: TrainOptions::sample_every
-  int64_t sample_tokens = 200;        ///< train: TrainOptions::sample_tokens
+  double underflow_growth = 0.0;       ///< TrainOptions::scaler_underflow_fraction
+  int64_t underflow_check_every = 1;   ///< TrainOptions::scaler_underflow_check_interval
+  int64_t sample_every = 0;            ///< train: TrainOptions::sample_every
+  int64_t sample_tokens = 200;         ///< train: TrainOptions::sample_tokens
   /// The flags given on the command line ("--steps", ...), filled by record_given_flags():
   /// --resume compares them with the run's own settings.
   std::vector<std::string> given;

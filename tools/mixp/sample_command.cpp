@@ -50,8 +50,10 @@ int run_sample_command(const SampleCommandOptions& o, std::FILE* out) {
   train::SampleOptions chosen = options;
   if (o.prompt.empty() && t.vocabulary.find('\n') == std::string::npos)
     chosen.prompt = std::string(1, t.vocabulary.front());
-  train::Inference inference(*t.model, o.precision.empty() ? t.config.train.precision : o.precision,
-                             t.config.train.mx_scale_rounding);
+  const std::string precision = o.precision.empty() ? t.config.train.precision : o.precision;
+  train::Inference inference(
+      *t.model, precision, t.config.train.mx_scale_rounding,
+      precision == t.config.train.precision ? t.config.train.fp4_without : amp::Fp4Ablation{});
   inference.cast_parameters();
   train::sample(*t.model, t.vocabulary, inference, chosen, [&](const std::string& piece) {
     std::fputs(piece.c_str(), out);

@@ -196,8 +196,8 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
   else
     command.add_option(
         "--precision", o.precision,
-        "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block or "
-        "fp8-e4m3-noscale (default fp32)");
+        "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block, "
+        "fp8-e4m3-noscale, nvfp4 or mxfp4 (default fp32)");
   command
       .add_option("--optimizer-state", o.optimizer_state,
                   "the dtype of AdamW's moments: f32, or bf16 (rounded stochastically: half "
@@ -205,6 +205,11 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   add_mx_scale_rounding_flag(command, o.mx_scale_rounding,
                              amp::name_of(amp::kDefaultMxScaleRounding));
+  command.add_option("--fp4-without", o.fp4_without,
+                     "for ablations of nvfp4 and mxfp4: the ingredients to switch off, any of "
+                     "2d-weights (weights in 1-D blocks), hadamard (no random Hadamard transform "
+                     "in the weight gradient), sr (gradients rounded to nearest) and bf16-layers "
+                     "(every Linear layer in FP4), comma-separated");
   CLI::Option* epochs =
       command.add_option("--epochs", o.epochs, "passes over the data (default 1)");
   CLI::Option* steps =
@@ -333,6 +338,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   c.train.optimizer_state = o.optimizer_state;
   if (!o.mx_scale_rounding.empty())
     c.train.mx_scale_rounding = amp::parse_mx_scale_rounding(o.mx_scale_rounding);
+  c.train.fp4_without = amp::parse_fp4_ablation(o.fp4_without);
   c.train.epochs = o.epochs.value_or(1);
   c.train.steps = o.steps.value_or(0);
   c.train.lr = o.lr;
@@ -348,8 +354,7 @@ train::RunConfig run_config(const TrainCommandOptions& o, const std::string& def
   MIXP_CHECK(std::isfinite(o.bucket_mb) && o.bucket_mb > 0 && o.bucket_mb <= 1024,
              "--bucket-mb must be in (0, 1024], got ", o.bucket_mb);
   c.train.parallel.bucket_bytes = std::max<int64_t>(1, int64_t(o.bucket_mb * 1024 * 1024));
-  c.train.parallel.first_bucket_bytes =
-      std::min(c.train.parallel.bucket_bytes, int64_t{1} << 20);
+  c.train.parallel.first_bucket_bytes = std::min(c.train.parallel.bucket_bytes, int64_t{1} << 20);
   c.train.parallel.check_replicas = o.check_replicas;
   MIXP_CHECK(o.zero == 0 || o.zero == 1, "--zero must be 0 or 1, got ", o.zero);
   c.train.parallel.zero = o.zero;
@@ -431,6 +436,8 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--precision", o.precision, c.train.precision);
   same("--optimizer-state", o.optimizer_state, c.train.optimizer_state);
   same("--mx-scale-rounding", o.mx_scale_rounding, amp::name_of(c.train.mx_scale_rounding));
+  same("--fp4-without", amp::name_of(amp::parse_fp4_ablation(o.fp4_without)),
+       amp::name_of(c.train.fp4_without));
   if (given("--steps") || given("--epochs")) {  // extends (or ends sooner) the run
     c.train.steps = fresh.train.steps;
     c.train.epochs = fresh.train.epochs;
@@ -446,8 +453,9 @@ void apply_resume_flags(const TrainCommandOptions& o, train::RunConfig& c, std::
   same("--grad-accum", number(o.grad_accum), number(c.train.grad_accum));
   same("--reduce-dtype", o.reduce_dtype, c.train.parallel.reduce_dtype);
   if (given("--deterministic") && !c.train.parallel.deterministic)
-    MIXP_CHECK(false, "--resume: the run was not started with --deterministic; it continues as it "
-                      "started");
+    MIXP_CHECK(false,
+               "--resume: the run was not started with --deterministic; it continues as it "
+               "started");
   same("--bucket-mb", text_of(fresh.train.parallel.bucket_bytes / 1048576.0),
        text_of(c.train.parallel.bucket_bytes / 1048576.0));
   // A run resumes with or without ZeRO: a sharded checkpoint is put together whole first.

@@ -43,6 +43,7 @@
 // runs under reference_mode().
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "mixp/amp/fp8.h"
@@ -51,13 +52,15 @@
 
 namespace mixp::amp {
 
-enum class Fp4Scaling : uint8_t { nvfp4 = 0, mxfp4 = 1 };
 enum class Fp4Rounding : uint8_t { nearest_even = 0, stochastic = 1 };
 
 const char* name_of(Fp4Scaling scaling);
 
 struct Fp4Options {
   Fp4Rounding rounding = Fp4Rounding::nearest_even;
+  /// Square block x block tiles over a 2-D tensor's two dimensions instead of 1 x block
+  /// blocks (weights: the tensor and its transpose then quantize to the same values).
+  bool square_blocks = false;
   PhiloxState philox{};                                  ///< the stream of stochastic rounding
   MxScaleRounding mx_rounding = MxScaleRounding::floor;  ///< mxfp4's E8M0 rule
 };
@@ -67,8 +70,10 @@ struct Fp4Tensor {
   Fp4Scaling scaling = Fp4Scaling::nvfp4;
   Shape shape;  ///< of the source
   int64_t rows = 0, cols = 0;
-  Tensor data;                ///< u8 [rows, ceil(cols / 2)]: element 2j bits 0-3, 2j + 1 bits 4-7
-  Tensor block_scales;        ///< u8 [rows, ceil(cols / block)]: E4M3 (nvfp4) or E8M0 (mxfp4)
+  Tensor data;  ///< u8 [rows, ceil(cols / 2)]: element 2j bits 0-3, 2j + 1 bits 4-7
+  /// u8 [ceil(rows / block_rows), ceil(cols / block)]: E4M3 (nvfp4) or E8M0 (mxfp4)
+  Tensor block_scales;
+  int64_t block_rows = 1;     ///< 1, or block_size() for square tiles
   float tensor_scale = 1.0f;  ///< nvfp4: S_enc; mxfp4: 1
   float amax = 0.0f;          ///< max |x| of the source (NaN if it held a NaN)
 
@@ -78,10 +83,26 @@ struct Fp4Tensor {
   int64_t bytes() const;
   /// The values this tensor stands for, f32 of `shape`.
   Tensor dequantize() const;
+  /// The transpose of a 2-D tensor in square tiles: the same values, [cols, rows], with its
+  /// blocks along the other dimension; mixp::Error for 1 x block blocks, whose transpose would
+  /// need new scales (quantize the transposed values instead).
+  Fp4Tensor transposed() const;
 };
 
 /// Quantizes x (f32 or bf16, at least 1-D, last dimension at least 1) to FP4 by `scaling`.
 Fp4Tensor quantize_fp4(const Tensor& x, Fp4Scaling scaling, const Fp4Options& options = {});
+
+/// C = A B^T in fp32 from two FP4 tensors of one scaling with the same k (their last
+/// dimension): A [m, k] (or [..., k]: m rows), B [n, k]; C [m, n]. What an FP4 tensor core
+/// computes: each element times its block scale, exact as a bf16 value, multiplied exactly and
+/// summed in fp32 (a bf16 GEMM); then, for nvfp4, the product times (1 / S_enc(A)) x
+/// (1 / S_enc(B)), each reciprocal and their product in fp32, one rounding per element.
+Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b);
+
+/// The 16-point random Hadamard transform of x's rows (f32 or bf16, 2-D [rows, cols]): f32
+/// [rows, ceil(cols / 16) x 16], x zero-padded, every 16 consecutive elements v of a row made
+/// H (signs * v) / 4 (kernels: the Sylvester-Hadamard butterfly in fp32).
+Tensor random_hadamard16(const Tensor& x, const std::array<float, 16>& signs);
 
 /// The value of an E2M1 code 0..15; mixp::Error for a larger code.
 float e2m1_value(uint8_t code);

@@ -64,15 +64,18 @@
 // ±fp8_max, NaN stays NaN.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "mixp/dtype.h"
+#include "mixp/random.h"
 #include "mixp/state_dict.h"
 #include "mixp/tensor.h"
 
@@ -103,6 +106,31 @@ const char* name_of(MxScaleRounding rounding);
 /// The rule named "floor" or "up"; mixp::Error otherwise.
 MxScaleRounding parse_mx_scale_rounding(std::string_view name);
 
+/// The 4-bit formats (mixp/amp/fp4.h): E2M1 with NVFP4's two-level scales or MXFP4's E8M0.
+enum class Fp4Scaling : uint8_t { nvfp4 = 0, mxfp4 = 1 };
+
+/// A 4-bit training recipe for the Linear layers (NVIDIA, arXiv 2509.25149), each ingredient
+/// switchable for ablations. Under it only nn::Linear layers compute in FP4, except the last
+/// `bf16_tail` of them; attention, embeddings (and a head tied to one), norms and every other
+/// op stay in bf16, and masters, weight gradients and optimizer state in fp32.
+///   forward:  y = q(x) q(W)^T, x in 1 x block blocks, W in block x block tiles (square_weights)
+///             or 1 x block blocks along in; both rounded to nearest even;
+///   dgrad:    dx = q(dy) q(W^T)^T, dy along out; with square tiles q(W^T) is q(W) transposed,
+///             the same values as forward; without, W^T is quantized again along out;
+///   wgrad:    dW = q(H dy^T) q(H x^T)^T along the rows (tokens), H the 16-point random
+///             Hadamard transform (hadamard), both zero-padded to a multiple of 16 rows;
+///   dy is rounded stochastically (stochastic_gradients) in both GEMMs, else to nearest even.
+struct Fp4Recipe {
+  Fp4Scaling scaling = Fp4Scaling::nvfp4;
+  bool square_weights = true;
+  bool hadamard = true;
+  bool stochastic_gradients = true;
+  /// The fraction of the Linear layers, the last in model order, that stay in bf16: the
+  /// ceiling of bf16_tail x their count. 0 puts every Linear layer in FP4.
+  double bf16_tail = 0.15;
+  MxScaleRounding mx_scale_rounding = kDefaultMxScaleRounding;  ///< mxfp4 only
+};
+
 struct Fp8Recipe {
   Fp8Scaling scaling = Fp8Scaling::delayed;
   Fp8Format format = Fp8Format::hybrid;
@@ -110,6 +138,9 @@ struct Fp8Recipe {
   AmaxAlgorithm amax_algorithm = AmaxAlgorithm::max;
   int margin = 0;  ///< the scale leaves 2^margin of headroom below fp8_max
   MxScaleRounding mx_scale_rounding = kDefaultMxScaleRounding;  ///< mxfp8 only
+  /// Set: the Linear layers compute in FP4 by this recipe instead, and attention in bf16; the
+  /// FP8 fields above are unused.
+  std::optional<Fp4Recipe> fp4 = std::nullopt;
 };
 
 /// The storage dtype of a tensor of `role` under `format`: e4m3 or e5m2.
@@ -204,7 +235,9 @@ class Fp8State {
   std::vector<Fp8Meta>& metas(size_t site);
 
   /// Every meta as named f32 tensors ("fp8/<site>/<k>/history" and "fp8/<site>/<k>/scale_amax"
-  /// = [scale, amax]) for a checkpoint, and back. load_state checks the names and shapes.
+  /// = [scale, amax]) for a checkpoint, and back; under an FP4 recipe also
+  /// "fp8/fp4/hadamard_signs" (16 f32), which load_state makes this state's signs, so that a
+  /// resumed run transforms as the run that wrote it. load_state checks the names and shapes.
   std::vector<std::pair<std::string, Tensor>> state() const;
   void load_state(const std::map<std::string, Tensor>& tensors);
   /// state() as a StateDict, the "fp8/" prefix left to the caller ("<site>/<k>/history", ...).
@@ -218,6 +251,34 @@ class Fp8State {
   /// Site `index` (created on first use with `roles`); mixp::Error when it exists with another
   /// kind. Used by the FP8 ops.
   std::shared_ptr<Site> site(size_t index, const std::string& kind, std::span<const Fp8Role> roles);
+  // ---- FP4 recipes (recipe().fp4) ----
+
+  /// A Linear layer under an FP4 recipe: its name, its weight, and whether it computes in FP4.
+  struct Fp4Layer {
+    std::string name;
+    const TensorImpl* weight = nullptr;
+    bool fp4 = false;
+  };
+  /// The model's Linear layers in model order (set by the trainer, from nn::Module's
+  /// named_modules(); mixp::train::plan_fp4_layers applies the recipe's bf16_tail).
+  void set_fp4_layers(std::vector<Fp4Layer> layers);
+  const std::vector<Fp4Layer>& fp4_layers() const { return fp4_layers_; }
+  /// The index in fp4_layers() of the layer whose weight is `weight` and that computes in FP4;
+  /// nothing for any other tensor.
+  std::optional<size_t> fp4_layer_of(const Tensor& weight) const;
+  /// The seed of the Hadamard signs and of stochastic rounding; new signs from it.
+  void set_seed(uint64_t seed);
+  uint64_t seed() const { return seed_; }
+  /// The 16 signs (+1, -1) of the random Hadamard transform, drawn from the seed.
+  const std::array<float, 16>& hadamard_signs() const { return hadamard_signs_; }
+  /// Where the next backward's stochastic rounding draws: the step and the micro-batch (numbered
+  /// over all ranks), so that a micro-batch draws the same words in any split of a step between
+  /// processes, and a resumed run the same words as an uninterrupted one.
+  void set_rounding_position(int64_t step, int64_t micro_batch);
+  /// The stream of stochastic rounding for FP4 layer `layer`'s gradient in GEMM `gemm` (0: dgrad,
+  /// 1: wgrad) at the current position.
+  PhiloxState gradient_rounding(size_t layer, int gemm) const;
+
   /// The quantization of a 2-D parameter for this step with `meta`'s scale, made once per
   /// (parameter, version) until update(); its amax is recorded into `meta` once per step when
   /// `record`. Used by the FP8 linear.
@@ -232,6 +293,11 @@ class Fp8State {
   };
   Fp8Recipe recipe_;
   std::vector<std::shared_ptr<Site>> sites_;
+  std::vector<Fp4Layer> fp4_layers_;
+  std::map<const TensorImpl*, size_t> fp4_index_;
+  uint64_t seed_ = 0;
+  std::array<float, 16> hadamard_signs_{};
+  int64_t rounding_step_ = 0, rounding_micro_batch_ = 0;
   std::map<const TensorImpl*, CachedWeight> weights_;
 };
 

@@ -15,7 +15,14 @@
 //   fp8-block        fp32  E4M3 with fp32 scales per 1x128 (activations, gradients) and
 //                          per 128x128 tile (weights); bf16 for the rest
 //   fp8-e4m3-noscale fp32  E4M3 everywhere, scale 1 (the unscaled baseline); bf16 for the rest
-//   (every fp8 preset: params are the master, no loss scaling)
+//   nvfp4            fp32  NVFP4 Linear layers by NVIDIA's recipe (amp::Fp4Recipe): E2M1 with an
+//                          E4M3 scale per 16 and an fp32 scale per tensor, 16x16 weight tiles,
+//                          the random Hadamard transform on the weight gradient's inputs,
+//                          stochastic rounding of gradients, the last 15% of the Linear layers
+//                          in bf16; attention and the rest in bf16
+//   mxfp4            fp32  the same recipe with MXFP4: E2M1 with an E8M0 scale per 32 (rounded
+//                          up unless told otherwise), 32x32 weight tiles
+//   (every fp8 and fp4 preset: params are the master, no loss scaling)
 //
 // The optimizer's moments (AdamW's m and v) are fp32, except under the two bf16 presets, bf16
 // and bf16-sr, whose point is memory: there they are bf16, rounded stochastically
@@ -92,10 +99,29 @@ struct Preset {
 std::span<const Preset> all_presets();
 /// The preset named `name`; throws mixp::Error listing the known names otherwise.
 const Preset& preset(std::string_view name);
-/// The preset named `name` with its MX block scales rounded by `rounding`; a preset whose
-/// recipe has no MX scales comes back as preset(name).
+/// The ingredients of an FP4 recipe an ablation switches off (`mixp train --fp4-without`).
+struct Fp4Ablation {
+  bool square_weights = false;        ///< "2d-weights": weights in 1 x block blocks
+  bool hadamard = false;              ///< "hadamard": no Hadamard transform in wgrad
+  bool stochastic_gradients = false;  ///< "sr": gradients rounded to nearest even
+  bool bf16_layers = false;           ///< "bf16-layers": every Linear layer in FP4
+  bool none() const {
+    return !square_weights && !hadamard && !stochastic_gradients && !bf16_layers;
+  }
+};
+/// A comma-separated list of "2d-weights", "hadamard", "sr", "bf16-layers" (or ""); mixp::Error
+/// naming an unknown one.
+Fp4Ablation parse_fp4_ablation(std::string_view list);
+/// The list parse_fp4_ablation() reads, in the order above; "" for none.
+std::string name_of(const Fp4Ablation& without);
+
+/// The preset named `name` with its MX block scales rounded by `rounding` and, for an FP4
+/// preset, the ingredients `without` switched off; a preset whose recipe has no MX scales
+/// ignores `rounding`, and one without an FP4 recipe refuses a non-empty `without`.
 ///
 ///   amp::Preset p = amp::preset("mxfp8", amp::MxScaleRounding::up);
-Preset preset(std::string_view name, MxScaleRounding rounding);
+///   amp::Preset q = amp::preset("nvfp4", amp::kDefaultMxScaleRounding,
+///                               amp::parse_fp4_ablation("hadamard"));
+Preset preset(std::string_view name, MxScaleRounding rounding, const Fp4Ablation& without = {});
 
 }  // namespace mixp::amp

@@ -76,9 +76,11 @@ void load_weights(nn::Model& model, const std::map<std::string, Tensor>& tensors
 class Inference {
  public:
   /// Throws mixp::Error for an unknown preset name. `mx_rounding`: how mxfp8 rounds its block
-  /// scales (pass the run's own, TrainOptions::mx_scale_rounding).
+  /// scales, `fp4_without`: the FP4 ingredients switched off (pass the run's own,
+  /// TrainOptions::mx_scale_rounding and fp4_without).
   Inference(nn::Model& model, const std::string& precision,
-            amp::MxScaleRounding mx_rounding = amp::kDefaultMxScaleRounding);
+            amp::MxScaleRounding mx_rounding = amp::kDefaultMxScaleRounding,
+            const amp::Fp4Ablation& fp4_without = {});
   /// The model's parameters cast as the preset stores them (bf16 and fp16 presets keep the
   /// norms in f32), once, for a model loaded in f32. A model being trained already has them.
   void cast_parameters();

@@ -4,8 +4,9 @@
 //
 // The loop is DESIGN.md's, under the preset (mixp/amp/presets.h): the parameters cast as the
 // preset stores them; the forward pass in the preset's Autocast scope (and its FP8 scope), once
-// per micro-batch with grad_accum > 1; the loss scaled by the preset's GradScaler; gradients unscaled, clipped to a total norm of
-// clip_norm (0: not clipped), and applied by the optimizer unless a scaled gradient overflowed.
+// per micro-batch with grad_accum > 1; the loss scaled by the preset's GradScaler; gradients
+// unscaled, clipped to a total norm of clip_norm (0: not clipped), and applied by the optimizer
+// unless a scaled gradient overflowed.
 //
 //   optimizer        TrainOptions::optimizer: sgd, adam or adamw (the default), with PyTorch's
 //                    defaults except: classifiers AdamW weight decay 0.01 on every parameter;
@@ -145,6 +146,7 @@
 #include <vector>
 
 #include "mixp/amp/fp8.h"
+#include "mixp/amp/presets.h"
 #include "mixp/data/dataset.h"
 #include "mixp/nn/models.h"
 #include "mixp/random.h"
@@ -330,6 +332,9 @@ struct TrainOptions {
   std::string optimizer_state{};
   /// How mxfp8 rounds its E8M0 block scales (mixp/amp/fp8.h); other presets ignore it.
   amp::MxScaleRounding mx_scale_rounding = amp::kDefaultMxScaleRounding;
+  /// The ingredients an FP4 preset (nvfp4, mxfp4) runs without, for ablations; other presets
+  /// refuse any.
+  amp::Fp4Ablation fp4_without{};
   int64_t epochs = 1;          ///< classifiers, when steps is 0
   int64_t steps = 0;           ///< > 0: exactly this many steps (language models: needed)
   std::optional<double> lr{};  ///< default 1e-3
@@ -342,8 +347,8 @@ struct TrainOptions {
   /// Bytes the run may use at its peak; 0: what the system has available. train() measures
   /// the peak before the first step (see Resources) and refuses a run that would exceed it.
   int64_t max_memory = 0;
-  int64_t eval_interval = 0;          ///< steps between evaluations; 0: the default above
-  int64_t log_interval = 10;          ///< steps per metrics line
+  int64_t eval_interval = 0;  ///< steps between evaluations; 0: the default above
+  int64_t log_interval = 10;  ///< steps per metrics line
   /// Micro-batches per step (gradient accumulation): each batch is split along its first
   /// dimension into this many parts, each run forward and backward with its loss weighted by
   /// its share of the batch, so the step's gradient is the whole batch's (up to the order of
@@ -414,15 +419,15 @@ struct TrainResult {
   std::map<std::string, int64_t> peak_memory;           ///< bytes by MemoryTag name, and "total"
   std::map<std::string, int64_t> peak_memory_by_dtype;  ///< bytes by dtype name (those used)
   double final_loss_scale = 1.0;
-  int64_t skipped_steps = 0;    ///< steps without an update: by the scaler or on_nonfinite
-  int64_t nonfinite_steps = 0;  ///< of those, the batches on_nonfinite = skip dropped
-  bool stopped = false;         ///< stop_requested() ended the run early
-  int64_t resumed_from = 0;     ///< the step of the checkpoint resumed, 0 when none
-  std::string last_checkpoint;  ///< the path of the last checkpoint written, if any
-  int world_size = 1;           ///< the ranks that trained together
-  std::string reduce_dtype{};   ///< their gradients' dtype on the wire; empty for one process
-  bool deterministic = false;   ///< DataParallelOptions::deterministic
-  int zero_stage = 0;           ///< 1 when the optimizer state was partitioned (ZeRO-1)
+  int64_t skipped_steps = 0;        ///< steps without an update: by the scaler or on_nonfinite
+  int64_t nonfinite_steps = 0;      ///< of those, the batches on_nonfinite = skip dropped
+  bool stopped = false;             ///< stop_requested() ended the run early
+  int64_t resumed_from = 0;         ///< the step of the checkpoint resumed, 0 when none
+  std::string last_checkpoint;      ///< the path of the last checkpoint written, if any
+  int world_size = 1;               ///< the ranks that trained together
+  std::string reduce_dtype{};       ///< their gradients' dtype on the wire; empty for one process
+  bool deterministic = false;       ///< DataParallelOptions::deterministic
+  int zero_stage = 0;               ///< 1 when the optimizer state was partitioned (ZeRO-1)
   int64_t bytes_sent_per_step = 0;  ///< by each rank, in the last step
 };
 

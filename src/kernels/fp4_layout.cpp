@@ -1,0 +1,79 @@
+// FP4 tensors as the GEMMs read them: the values (dequantized, or the exact block products a
+// tensor core multiplies) and the transpose of a square-tiled tensor. kernels/fp4.h.
+#include <cstring>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/fp4.h"
+#include "mixp/float_types.h"
+
+namespace mixp::kernels {
+namespace {
+
+uint8_t code_at(const uint8_t* packed, int64_t row_bytes, int64_t r, int64_t c) {
+  const uint8_t byte = packed[r * row_bytes + c / 2];
+  return c % 2 == 0 ? uint8_t(byte & 0xF) : uint8_t(byte >> 4);
+}
+
+// The value of a block scale code: E4M3 (nvfp4) or E8M0 (mxfp4); NaN for the NaN codes.
+float scale_value(uint8_t code, Fp4Kind kind) {
+  return kind == Fp4Kind::nvfp4 ? float(float8_e4m3::from_bits(code)) : e8m0_value(code);
+}
+
+// The 16 products of a block scale with every E2M1 code, as floats (exact, see kernels/fp4.h).
+void block_table(uint8_t scale_code, Fp4Kind kind, float table[16]) {
+  const float s = scale_value(scale_code, kind);
+  for (int code = 0; code < 16; ++code) table[code] = e2m1_value(uint8_t(code)) * s;
+}
+
+}  // namespace
+
+void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                    Fp4Kind kind, float tensor_scale, int64_t block_rows, float* out) {
+  const int64_t block = fp4_block(kind), nb = (cols + block - 1) / block,
+                row_bytes = (cols + 1) / 2;
+  // The global decode scale as Transformer Engine keeps it, 1 / S_enc in fp32, applied once to
+  // the exact product of the element and its block scale.
+  const float global = kind == Fp4Kind::nvfp4 ? 1.0f / tensor_scale : 1.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* codes = scales + r / block_rows * nb;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float e = e2m1_value(code_at(packed, row_bytes, r, c));
+      const float product = e * scale_value(codes[c / block], kind);
+      out[r * cols + c] = kind == Fp4Kind::nvfp4 ? product * global : product;
+    }
+  }
+}
+
+void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                           Fp4Kind kind, int64_t block_rows, uint16_t* out) {
+  const int64_t block = fp4_block(kind), nb = (cols + block - 1) / block,
+                row_bytes = (cols + 1) / 2;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+               [&](int64_t begin, int64_t end) {
+                 float table[16];
+                 for (int64_t r = begin; r < end; ++r) {
+                   const uint8_t* codes = scales + r / block_rows * nb;
+                   for (int64_t b = 0; b < nb; ++b) {
+                     block_table(codes[b], kind, table);
+                     const int64_t c1 = std::min(cols, (b + 1) * block);
+                     for (int64_t c = b * block; c < c1; ++c)
+                       out[r * cols + c] = bfloat16(table[code_at(packed, row_bytes, r, c)]).bits;
+                   }
+                 }
+               });
+}
+
+void fp4_transpose_tiled(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                         int64_t block, uint8_t* packed_t, uint8_t* scales_t) {
+  const int64_t row_bytes = (cols + 1) / 2, row_bytes_t = (rows + 1) / 2;
+  std::memset(packed_t, 0, size_t(cols * row_bytes_t));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      packed_t[c * row_bytes_t + r / 2] |=
+          uint8_t(code_at(packed, row_bytes, r, c) << (r % 2 == 0 ? 0 : 4));
+  const int64_t tile_rows = (rows + block - 1) / block, tile_cols = (cols + block - 1) / block;
+  for (int64_t i = 0; i < tile_rows; ++i)
+    for (int64_t j = 0; j < tile_cols; ++j) scales_t[j * tile_rows + i] = scales[i * tile_cols + j];
+}
+
+}  // namespace mixp::kernels
