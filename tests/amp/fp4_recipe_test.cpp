@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <filesystem>
+#include <fstream>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -19,9 +21,12 @@
 #include "mixp/float_types.h"
 #include "mixp/nn/models.h"
 #include "mixp/ops.h"
+#include "mixp/io/safetensors.h"
 #include "mixp/optim/adamw.h"
+#include "mixp/train/run.h"
 #include "mixp/runtime.h"
 #include "ops/fp8_ops.h"
+#include "support/scratch.h"
 #include "support/tolerance.h"
 #include "train/low_precision_state.h"
 
@@ -413,6 +418,52 @@ TEST(Fp4Training, EveryFp4PresetLearns) {
       EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last;
     }
   }
+}
+
+// A run under nvfp4 stopped halfway and resumed ends bitwise where the straight run ends: the
+// Hadamard signs come back from the checkpoint and the stochastic rounding draws by step.
+TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
+  const std::filesystem::path dir = test::scratch_path("mixp_fp4_");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 400; ++i) text << "in the beginning was the word " << i % 7 << "\n";
+  }
+  auto config = [&](const std::string& out) {
+    train::RunConfig c;
+    c.model = {.name = "gpt", .layers = 2, .heads = 2, .width = 32, .context = 16, .dropout = 0.1};
+    c.data = (dir / "text.txt").string();
+    c.batch = 4;
+    c.train.precision = "nvfp4";
+    c.train.steps = 8;
+    c.train.seed = 5;
+    c.train.threads = 1;
+    c.train.grad_accum = 2;
+    c.train.checkpoint_every = 2;
+    c.train.out_dir = (dir / out).string();
+    return c;
+  };
+  const train::TrainResult straight = train::run_train(config("straight"));
+  train::RunConfig stopping = config("resumed");
+  int calls = 0;
+  stopping.train.stop_requested = [&] { return ++calls == 5; };
+  EXPECT_TRUE(train::run_train(stopping).stopped);
+  train::RunConfig resumed = config("resumed");
+  resumed.train.resume = true;
+  const train::TrainResult r = train::run_train(resumed);
+  EXPECT_EQ(r.resumed_from, 5);
+  EXPECT_EQ(r.final_eval_loss, straight.final_eval_loss);
+  const io::SafetensorsFile a = io::read_safetensors((dir / "straight" / "model.safetensors").string());
+  const io::SafetensorsFile b = io::read_safetensors((dir / "resumed" / "model.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.tensors.count(name)) << name;
+    EXPECT_TRUE(io::encode_safetensors({{name, t}}) ==
+                io::encode_safetensors({{name, b.tensors.at(name)}}))
+        << name << " differs between the straight and the resumed run";
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
