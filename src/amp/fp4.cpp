@@ -117,7 +117,8 @@ Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b) {
   if (a.scaling == Fp4Scaling::nvfp4) {
     const float global = (1.0f / a.tensor_scale) * (1.0f / b.tensor_scale);
     float* v = c.data<float>();
-    for (int64_t i = 0; i < c.numel(); ++i) v[i] *= global;
+    const int64_t n = c.numel();
+    for (int64_t i = 0; i < n; ++i) v[i] *= global;
   }
   return c;
 }

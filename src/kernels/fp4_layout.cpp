@@ -1,6 +1,7 @@
 // FP4 tensors as the GEMMs read them: the values (dequantized, or the exact block products a
 // tensor core multiplies) and the transpose of a square-tiled tensor. kernels/fp4.h.
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/fp4.h"
@@ -19,10 +20,16 @@ float scale_value(uint8_t code, Fp4Kind kind) {
   return kind == Fp4Kind::nvfp4 ? float(float8_e4m3::from_bits(code)) : e8m0_value(code);
 }
 
-// The 16 products of a block scale with every E2M1 code, as floats (exact, see kernels/fp4.h).
-void block_table(uint8_t scale_code, Fp4Kind kind, float table[16]) {
-  const float s = scale_value(scale_code, kind);
-  for (int code = 0; code < 16; ++code) table[code] = e2m1_value(uint8_t(code)) * s;
+// The products of every scale code (256) with every E2M1 code (16) as bf16 bits, entry
+// scale * 16 + code (exact, see kernels/fp4.h): one lookup an element.
+std::vector<uint16_t> product_table(Fp4Kind kind) {
+  std::vector<uint16_t> table(256 * 16);
+  for (int s = 0; s < 256; ++s) {
+    const float scale = scale_value(uint8_t(s), kind);
+    for (int code = 0; code < 16; ++code)
+      table[size_t(s * 16 + code)] = bfloat16(e2m1_value(uint8_t(code)) * scale).bits;
+  }
+  return table;
 }
 
 }  // namespace
@@ -44,20 +51,31 @@ void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, 
   }
 }
 
-void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                           Fp4Kind kind, int64_t block_rows, uint16_t* out) {
+void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows,
+                           int64_t cols, Fp4Kind kind, int64_t block_rows, uint16_t* out) {
+  static const std::vector<uint16_t> nvfp4_products = product_table(Fp4Kind::nvfp4);
+  static const std::vector<uint16_t> mxfp4_products = product_table(Fp4Kind::mxfp4);
+  const uint16_t* products =
+      kind == Fp4Kind::nvfp4 ? nvfp4_products.data() : mxfp4_products.data();
   const int64_t block = fp4_block(kind), nb = (cols + block - 1) / block,
                 row_bytes = (cols + 1) / 2;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                [&](int64_t begin, int64_t end) {
-                 float table[16];
                  for (int64_t r = begin; r < end; ++r) {
                    const uint8_t* codes = scales + r / block_rows * nb;
+                   const uint8_t* row = packed + r * row_bytes;
+                   uint16_t* o = out + r * cols;
                    for (int64_t b = 0; b < nb; ++b) {
-                     block_table(codes[b], kind, table);
-                     const int64_t c1 = std::min(cols, (b + 1) * block);
-                     for (int64_t c = b * block; c < c1; ++c)
-                       out[r * cols + c] = bfloat16(table[code_at(packed, row_bytes, r, c)]).bits;
+                     const uint16_t* t = products + codes[b] * 16;
+                     const int64_t c0 = b * block, c1 = std::min(cols, c0 + block);
+                     // Blocks start on a byte (block sizes are even): two elements a byte.
+                     int64_t c = c0;
+                     for (; c + 1 < c1; c += 2) {
+                       const uint8_t byte = row[c / 2];
+                       o[c] = t[byte & 0xF];
+                       o[c + 1] = t[byte >> 4];
+                     }
+                     if (c < c1) o[c] = t[row[c / 2] & 0xF];
                    }
                  }
                });

@@ -3,6 +3,7 @@
 // (kernels/cpu/fp4_avx512.cpp) or by the branch-free scalar rounding elsewhere and in tails.
 // Stochastic rounding takes its words by element index, so the split does not matter.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -44,15 +45,17 @@ void block_row_scales(const float* x, int64_t r0, int64_t r1, int64_t cols, cons
   const int64_t block = fp4_block(p.kind), nb = (cols + block - 1) / block;
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t j0 = b * block, j1 = std::min(cols, j0 + block);
-    float amax = 0.0f;
-    bool special = false;
+    // The largest magnitude as the largest bit pattern without the sign: an integer maximum
+    // the compiler vectorizes, and above the largest finite pattern exactly when the block
+    // holds a NaN or an infinity.
+    uint32_t amax_bits = 0;
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t j = j0; j < j1; ++j) {
-        const float a = std::fabs(x[r * cols + j]);
-        special |= !std::isfinite(a);
-        amax = a > amax ? a : amax;
-      }
+      const float* row = x + r * cols;
+      for (int64_t j = j0; j < j1; ++j)
+        amax_bits = std::max(amax_bits, std::bit_cast<uint32_t>(row[j]) & 0x7FFFFFFFu);
     }
+    const bool special = amax_bits > 0x7F7FFFFFu;
+    const float amax = std::bit_cast<float>(amax_bits);
     if (p.kind == Fp4Kind::nvfp4)
       codes[b] = special ? uint8_t(0x7F) : nvfp4_block_scale_code(amax, p.tensor_scale);
     else
