@@ -13,6 +13,7 @@ namespace mixp::amp {
 namespace {
 
 kernels::Fp4Kind kind_of(Fp4Scaling scaling) {
+  // none is mxfp4's layout with unit scales.
   return scaling == Fp4Scaling::nvfp4 ? kernels::Fp4Kind::nvfp4 : kernels::Fp4Kind::mxfp4;
 }
 
@@ -22,7 +23,14 @@ kernels::MxRounding kernel_rounding(MxScaleRounding rounding) {
 
 }  // namespace
 
-const char* name_of(Fp4Scaling scaling) { return scaling == Fp4Scaling::nvfp4 ? "nvfp4" : "mxfp4"; }
+const char* name_of(Fp4Scaling scaling) {
+  switch (scaling) {
+    case Fp4Scaling::nvfp4: return "nvfp4";
+    case Fp4Scaling::mxfp4: return "mxfp4";
+    case Fp4Scaling::none: break;
+  }
+  return "e2m1";
+}
 
 int64_t Fp4Tensor::block_size() const { return kernels::fp4_block(kind_of(scaling)); }
 
@@ -83,7 +91,8 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
                                   .mx_rounding = kernel_rounding(options.mx_rounding),
                                   .stochastic = options.rounding == Fp4Rounding::stochastic,
                                   .philox = options.philox,
-                                  .block_rows = q.block_rows};
+                                  .block_rows = q.block_rows,
+                                  .unit_scales = scaling == Fp4Scaling::none};
   uint8_t* packed = q.data.data<uint8_t>();
   uint8_t* scales = q.block_scales.data<uint8_t>();
   if (ref)

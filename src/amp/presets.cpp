@@ -88,6 +88,16 @@ constexpr Preset kPresets[] = {
      .optimizer_precision = Precision::master_fp32,
      .loss_scaling = LossScaling::none,
      .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::mxfp4}}},
+    // The floor: the same layers in E2M1, with no scale and nothing else of the recipe.
+    {.name = "fp4-e2m1-noscale",
+     .parameter_dtype = DType::f32,
+     .compute_dtype = DType::bf16,
+     .optimizer_precision = Precision::master_fp32,
+     .loss_scaling = LossScaling::none,
+     .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::none,
+                                       .square_weights = false,
+                                       .hadamard = false,
+                                       .stochastic_gradients = false}}},
 };
 
 // The names of Fp4Ablation's switches, in its order.

@@ -36,6 +36,8 @@ struct Fp4Params {
   PhiloxState philox{};
   /// 1, or fp4_block(kind) for square tiles (the last ones may be shorter).
   int64_t block_rows = 1;
+  /// mxfp4 only: every block's scale is 2^0 (code 127), whatever its values: E2M1 unscaled.
+  bool unit_scales = false;
 };
 
 int64_t fp4_block(Fp4Kind kind);  ///< 16 (nvfp4), 32 (mxfp4)

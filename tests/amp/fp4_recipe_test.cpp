@@ -6,10 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <filesystem>
-#include <fstream>
 #include <cfloat>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -19,12 +20,13 @@
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"
+#include "mixp/format.h"
+#include "mixp/io/safetensors.h"
 #include "mixp/nn/models.h"
 #include "mixp/ops.h"
-#include "mixp/io/safetensors.h"
 #include "mixp/optim/adamw.h"
-#include "mixp/train/run.h"
 #include "mixp/runtime.h"
+#include "mixp/train/run.h"
 #include "ops/fp8_ops.h"
 #include "support/scratch.h"
 #include "support/tolerance.h"
@@ -180,6 +182,28 @@ TEST_P(Fp4Tiles, GemmMatchesTheFp64OracleOfTheQuantizedValues) {
 
 INSTANTIATE_TEST_SUITE_P(Both, Fp4Tiles, ::testing::Values(Fp4Scaling::nvfp4, Fp4Scaling::mxfp4),
                          [](const auto& info) { return std::string(amp::name_of(info.param)); });
+
+// No scaling: every value rounds to E2M1 as it is, saturating at 6 and flushing below 0.25.
+TEST(Fp4NoScale, EveryValueRoundsToE2m1AsItIs) {
+  const Tensor x = random_tensor({7, 45}, 21, 3.0);
+  for (const bool reference : {false, true}) {
+    std::optional<ReferenceMode> mode;
+    if (reference) mode.emplace();
+    const amp::Fp4Tensor q = amp::quantize_fp4(x, Fp4Scaling::none);
+    const std::vector<double> got = q.dequantize().to_vector(), src = x.to_vector();
+    int mismatches = 0;
+    for (size_t i = 0; i < src.size(); ++i) {
+      const uint32_t code =
+          encode(Format::e2m1(), float(src[i]), Rounding::nearest_even, Overflow::saturate);
+      mismatches += got[i] != double(kernels::e2m1_value(uint8_t(code)));
+    }
+    EXPECT_EQ(mismatches, 0) << (reference ? "reference" : "fast");
+  }
+  EXPECT_STREQ(amp::name_of(Fp4Scaling::none), "e2m1");
+  const amp::Preset& floor = amp::preset("fp4-e2m1-noscale");
+  ASSERT_TRUE(floor.fp8 && floor.fp8->fp4);
+  EXPECT_EQ(floor.fp8->fp4->scaling, Fp4Scaling::none);
+}
 
 std::array<float, 16> some_signs() {
   std::array<float, 16> s{};
@@ -389,7 +413,8 @@ TEST(Fp4Training, EveryFp4PresetLearns) {
     x[i] = double((s * 3 + s / 5) % vocab);
     y[i] = double(((s + 1) * 3 + (s + 1) / 5) % vocab);
   }
-  const Tensor xt = from_values(x, {batch, t}, DType::i64), yt = from_values(y, {batch * t}, DType::i64);
+  const Tensor xt = from_values(x, {batch, t}, DType::i64),
+               yt = from_values(y, {batch * t}, DType::i64);
   for (const char* name : {"nvfp4", "mxfp4"}) {
     for (const char* without : {"", "2d-weights,hadamard,sr,bf16-layers"}) {
       SCOPED_TRACE(std::string(name) + " without " + without);
@@ -454,8 +479,10 @@ TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
   const train::TrainResult r = train::run_train(resumed);
   EXPECT_EQ(r.resumed_from, 5);
   EXPECT_EQ(r.final_eval_loss, straight.final_eval_loss);
-  const io::SafetensorsFile a = io::read_safetensors((dir / "straight" / "model.safetensors").string());
-  const io::SafetensorsFile b = io::read_safetensors((dir / "resumed" / "model.safetensors").string());
+  const io::SafetensorsFile a =
+      io::read_safetensors((dir / "straight" / "model.safetensors").string());
+  const io::SafetensorsFile b =
+      io::read_safetensors((dir / "resumed" / "model.safetensors").string());
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, t] : a.tensors) {
     ASSERT_TRUE(b.tensors.count(name)) << name;

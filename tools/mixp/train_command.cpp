@@ -197,7 +197,7 @@ void add_train_flags(CLI::App& command, TrainCommandOptions& o, bool compare) {
     command.add_option(
         "--precision", o.precision,
         "fp32, amp-bf16, amp-fp16, bf16, fp16, bf16-sr, fp8, fp8-current, mxfp8, fp8-block, "
-        "fp8-e4m3-noscale, nvfp4 or mxfp4 (default fp32)");
+        "fp8-e4m3-noscale, nvfp4, mxfp4 or fp4-e2m1-noscale (default fp32)");
   command
       .add_option("--optimizer-state", o.optimizer_state,
                   "the dtype of AdamW's moments: f32, or bf16 (rounded stochastically: half "

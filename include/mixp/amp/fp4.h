@@ -31,6 +31,9 @@
 //   mxfp4 (OCP Microscaling Formats v1.0): block of 32, E8M0 scale 2^e with e by `mx_rounding`
 //     as for mxfp8 (mixp/amp/fp8.h) and E2M1's emax 2 and max 6: floor(log2(amax)) - 2, or the
 //     smallest e with amax <= 6 * 2^e. Elements e2m1(x * 2^-e).
+//   none: E2M1 without scaling, stored as mxfp4 with every block's scale 2^0 (E8M0 127): values
+//     beyond 6 saturate and those below 0.25 flush to zero. The floor the scalings are measured
+//     against.
 // A block with a NaN or an infinity gets the NaN scale (E4M3 0x7F, E8M0 0xFF) and zero codes,
 // and dequantizes to NaN: E2M1 cannot hold either, so the scale carries it.
 // Elements round to nearest even by default, saturating at ±6. Stochastic rounding (for

@@ -106,8 +106,9 @@ const char* name_of(MxScaleRounding rounding);
 /// The rule named "floor" or "up"; mixp::Error otherwise.
 MxScaleRounding parse_mx_scale_rounding(std::string_view name);
 
-/// The 4-bit formats (mixp/amp/fp4.h): E2M1 with NVFP4's two-level scales or MXFP4's E8M0.
-enum class Fp4Scaling : uint8_t { nvfp4 = 0, mxfp4 = 1 };
+/// The 4-bit formats (mixp/amp/fp4.h): E2M1 with NVFP4's two-level scales or MXFP4's E8M0, or
+/// with no scaling at all (none: every value rounded to E2M1 as it is, the unscaled floor).
+enum class Fp4Scaling : uint8_t { nvfp4 = 0, mxfp4 = 1, none = 2 };
 
 /// A 4-bit training recipe for the Linear layers (NVIDIA, arXiv 2509.25149), each ingredient
 /// switchable for ablations. Under it only nn::Linear layers compute in FP4, except the last

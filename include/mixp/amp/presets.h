@@ -22,6 +22,8 @@
 //                          in bf16; attention and the rest in bf16
 //   mxfp4            fp32  the same recipe with MXFP4: E2M1 with an E8M0 scale per 32 (rounded
 //                          up unless told otherwise), 32x32 weight tiles
+//   fp4-e2m1-noscale fp32  the same Linear layers in E2M1 with no scale at all, rounded to
+//                          nearest (the unscaled floor); bf16 for the rest
 //   (every fp8 and fp4 preset: params are the master, no loss scaling)
 //
 // The optimizer's moments (AdamW's m and v) are fp32, except under the two bf16 presets, bf16

@@ -59,7 +59,9 @@ void block_row_scales(const float* x, int64_t r0, int64_t r1, int64_t cols, cons
     if (p.kind == Fp4Kind::nvfp4)
       codes[b] = special ? uint8_t(0x7F) : nvfp4_block_scale_code(amax, p.tensor_scale);
     else
-      codes[b] = special ? uint8_t(0xFF) : mxfp4_scale_code(amax, p.mx_rounding);
+      codes[b] = special         ? uint8_t(0xFF)
+                 : p.unit_scales ? uint8_t(127)
+                                 : mxfp4_scale_code(amax, p.mx_rounding);
   }
 }
 

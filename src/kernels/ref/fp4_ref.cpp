@@ -34,7 +34,7 @@ BlockScale block_scale(const float* x, int64_t rows, int64_t n, int64_t stride,
     return {code, nvfp4_element_scale(code, p.tensor_scale), false};
   }
   if (special) return {0xFF, 0.0f, true};
-  const uint8_t code = mxfp4_scale_code(amax, p.mx_rounding);
+  const uint8_t code = p.unit_scales ? uint8_t(127) : mxfp4_scale_code(amax, p.mx_rounding);
   return {code, std::ldexp(1.0f, 127 - int(code)), false};
 }
 
