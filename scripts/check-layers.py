@@ -69,6 +69,12 @@ IMPLEMENTED_ELSEWHERE = {
     # FP8 autocast's state, the recipes, quantize() and fp8_gemm(), which the FP8 ops call:
     # src/autograd/fp8_autocast.cpp and src/autograd/fp8_scaling.cpp.
     "mixp/amp/fp8.h": "autograd",
+    # FP4's quantize_fp4(), fp4_gemm() and Hadamard transform, which the FP4 linear calls:
+    # src/autograd/fp4_scaling.cpp.
+    "mixp/amp/fp4.h": "autograd",
+    # Adaptive precision's per-layer state and measurements, which the linear under an FP4
+    # recipe consults: src/autograd/adaptive_precision.cpp.
+    "mixp/amp/adaptive.h": "autograd",
 }
 
 # (including file, included header) -> why the rule does not hold there (docs/design.md).

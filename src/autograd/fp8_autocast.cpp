@@ -70,6 +70,7 @@ Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(recipe) {
 }
 
 void Fp8State::update() {
+  if (extension_) extension_->update();
   for (auto& site : sites_) {
     for (Fp8Meta& m : site->metas) m.update(recipe_, fp8_dtype(recipe_.format, m.role));
   }
@@ -153,6 +154,7 @@ void Fp8State::set_rounding_position(int64_t step, int64_t micro_batch) {
              " must be below 2^24 and 256");
   rounding_step_ = step;
   rounding_micro_batch_ = micro_batch;
+  if (extension_) extension_->begin(step, micro_batch);
 }
 
 PhiloxState Fp8State::gradient_rounding(size_t layer, int gemm) const {
@@ -193,6 +195,12 @@ StateDict Fp8State::state_dict() const {
   constexpr std::string_view kPrefix = "fp8/";
   StateDict out;
   for (auto& [name, t] : state()) out.tensors.emplace(name.substr(kPrefix.size()), std::move(t));
+  if (recipe_.fp4) {
+    out.values["linear_flops"] = std::to_string(linear_flops_[0]) + "," +
+                                 std::to_string(linear_flops_[1]) + "," +
+                                 std::to_string(linear_flops_[2]);
+  }
+  if (extension_) extension_->save(out);
   return out;
 }
 
@@ -200,6 +208,13 @@ void Fp8State::load_state_dict(const StateDict& state) {
   std::map<std::string, Tensor> tensors;
   for (const auto& [name, t] : state.tensors) tensors.emplace("fp8/" + name, t);
   load_state(tensors);
+  if (const auto it = state.values.find("linear_flops"); it != state.values.end()) {
+    double f[3] = {0, 0, 0};
+    MIXP_CHECK(std::sscanf(it->second.c_str(), "%lf,%lf,%lf", &f[0], &f[1], &f[2]) == 3,
+               "Fp8State: linear_flops must be three numbers, got '", it->second, "'");
+    linear_flops_ = {f[0], f[1], f[2]};
+  }
+  if (extension_) extension_->load(state);
 }
 
 void Fp8State::load_state(const std::map<std::string, Tensor>& tensors) {

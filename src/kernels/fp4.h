@@ -72,14 +72,15 @@ void fp4_quantize_reference(const float* x, int64_t rows, int64_t cols, const Fp
 /// out[r, c] = e2m1 * block scale (* 1 / S_enc for nvfp4), in fp32; NaN under a NaN scale.
 void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
                     Fp4Kind kind, float tensor_scale, int64_t block_rows, float* out);
-/// out[r, c] = e2m1 * block scale as bf16 bits, without nvfp4's 1 / S_enc: what an FP4 tensor
+/// out[r, c] = e2m1 * block scale, without nvfp4's 1 / S_enc: what an FP4 tensor
 /// core multiplies. Exact: an E2M1 value has 2 significant bits and an E4M3 scale 4, and E8M0
 /// scales are powers of two within bf16's exponent range (the smallest products, 2^-128 and
 /// below, are bf16 subnormals with room to spare), so every product is a bf16 value, except
 /// where E8M0's largest scales (2^126, 2^127) times the largest elements pass fp32's range:
 /// those overflow to infinity, as they would in the hardware's fp32.
-void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                           Fp4Kind kind, int64_t block_rows, uint16_t* out);
+/// `out` holds bf16 bits (uint16_t) when `bf16`, else floats (the same values, widened).
+void fp4_block_values(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                      Fp4Kind kind, int64_t block_rows, bool bf16, void* out);
 /// The codes and scales of the transpose of a square-tiled [rows, cols] tensor: packed_t
 /// [cols, ceil(rows / 2)], scales_t [ceil(cols / block), ceil(rows / block)].
 void fp4_transpose_tiled(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,

@@ -1,6 +1,8 @@
 // FP4 tensors as the GEMMs read them: the values (dequantized, or the exact block products a
 // tensor core multiplies) and the transpose of a square-tiled tensor. kernels/fp4.h.
+#include <bit>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
@@ -51,8 +53,37 @@ void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, 
   }
 }
 
-void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t rows,
-                           int64_t cols, Fp4Kind kind, int64_t block_rows, uint16_t* out) {
+namespace {
+
+// One row's block products through the table, as bf16 bits or as floats.
+template <typename Out>
+void block_values_row(const uint8_t* row, const uint8_t* codes, int64_t cols, int64_t block,
+                      const uint16_t* products, Out* o) {
+  const int64_t nb = (cols + block - 1) / block;
+  auto value = [](uint16_t bits) {
+    if constexpr (std::is_same_v<Out, uint16_t>)
+      return bits;
+    else
+      return std::bit_cast<float>(uint32_t(bits) << 16);
+  };
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint16_t* t = products + codes[b] * 16;
+    const int64_t c0 = b * block, c1 = std::min(cols, c0 + block);
+    // Blocks start on a byte (block sizes are even): two elements a byte.
+    int64_t c = c0;
+    for (; c + 1 < c1; c += 2) {
+      const uint8_t byte = row[c / 2];
+      o[c] = value(t[byte & 0xF]);
+      o[c + 1] = value(t[byte >> 4]);
+    }
+    if (c < c1) o[c] = value(t[row[c / 2] & 0xF]);
+  }
+}
+
+}  // namespace
+
+void fp4_block_values(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
+                      Fp4Kind kind, int64_t block_rows, bool bf16, void* out) {
   static const std::vector<uint16_t> nvfp4_products = product_table(Fp4Kind::nvfp4);
   static const std::vector<uint16_t> mxfp4_products = product_table(Fp4Kind::mxfp4);
   const uint16_t* products =
@@ -63,20 +94,12 @@ void fp4_block_values_bf16(const uint8_t* packed, const uint8_t* scales, int64_t
                [&](int64_t begin, int64_t end) {
                  for (int64_t r = begin; r < end; ++r) {
                    const uint8_t* codes = scales + r / block_rows * nb;
-                   const uint8_t* row = packed + r * row_bytes;
-                   uint16_t* o = out + r * cols;
-                   for (int64_t b = 0; b < nb; ++b) {
-                     const uint16_t* t = products + codes[b] * 16;
-                     const int64_t c0 = b * block, c1 = std::min(cols, c0 + block);
-                     // Blocks start on a byte (block sizes are even): two elements a byte.
-                     int64_t c = c0;
-                     for (; c + 1 < c1; c += 2) {
-                       const uint8_t byte = row[c / 2];
-                       o[c] = t[byte & 0xF];
-                       o[c + 1] = t[byte >> 4];
-                     }
-                     if (c < c1) o[c] = t[row[c / 2] & 0xF];
-                   }
+                   if (bf16)
+                     block_values_row(packed + r * row_bytes, codes, cols, block, products,
+                                      static_cast<uint16_t*>(out) + r * cols);
+                   else
+                     block_values_row(packed + r * row_bytes, codes, cols, block, products,
+                                      static_cast<float*>(out) + r * cols);
                  }
                });
 }

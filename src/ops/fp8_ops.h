@@ -2,6 +2,7 @@
 // call under an enabled amp::Fp8Autocast scope (mixp/amp/fp8.h). Private to mixp.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 
@@ -43,6 +44,12 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
 /// (fp4_linear.cpp).
 Tensor fp4_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   std::optional<DType> out_dtype, amp::Fp8State& state, size_t layer);
+/// linear under an FP4 recipe: each layer in its format, FLOPs counted, adaptive precision's
+/// measurements taken (fp4_recipe_linear.cpp).
+Tensor fp4_recipe_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         std::optional<DType> out_dtype, amp::Fp8State& state);
+/// The identity, whose backward calls on_gradient with the incoming gradient (gradient_probe.cpp).
+Tensor gradient_probe(const Tensor& y, std::function<void(const Tensor&)> on_gradient);
 /// causal or full attention with q k^T and P v (and the four products of backward) in FP8
 /// (scaled_dot_product_attention.cpp).
 Tensor fp8_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,

@@ -6,7 +6,7 @@
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation;
 // on the bf16 fast path dW and dbias come from one pass over g,
 // kernels/cpu/linear_weight_grad.cpp). Under an enabled amp::Fp8Autocast scope the products run in
-// FP8 instead (fp8_linear.cpp).
+// FP8 instead (fp8_linear.cpp), or by the scope's FP4 recipe (fp4_recipe_linear.cpp).
 #include "kernels/gemm.h"
 #include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
@@ -84,10 +84,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
               std::optional<DType> out_dtype) {
   if (amp::Fp8State* fp8 = amp::fp8_active()) {
     if (!fp8->recipe().fp4) return detail::fp8_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
-    // An FP4 recipe computes its FP4 layers in FP4; every other product stays below, in the
-    // Autocast's bf16.
-    if (const std::optional<size_t> layer = fp8->fp4_layer_of(weight_in))
-      return detail::fp4_linear(x_in, weight_in, bias_in, out_dtype, *fp8, *layer);
+    return detail::fp4_recipe_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
   }
   const auto cast = amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
   const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];

@@ -336,15 +336,21 @@ void DataParallel::agree_on_amax(amp::Fp8State& fp8) const {
   for (size_t s = 0; s < fp8.sites(); ++s)
     for (const amp::Fp8Meta& m : fp8.metas(s)) mine.push_back(m.amax);
   if (mine.empty()) return;
-  const std::vector<double> all = gather(mine);
-  std::vector<double> most(mine.size(), 0.0);
-  for (size_t i = 0; i < all.size(); ++i) {
-    double& m = most[i % mine.size()];
-    m = std::isnan(m) || std::isnan(all[i]) ? NAN : std::max(m, all[i]);
-  }
+  const std::vector<double> most = max_over_ranks(mine);
   size_t i = 0;
   for (size_t s = 0; s < fp8.sites(); ++s)
     for (amp::Fp8Meta& m : fp8.metas(s)) m.amax = float(most[i++]);
+}
+
+std::vector<double> DataParallel::max_over_ranks(const std::vector<double>& local) const {
+  if (local.empty()) return {};
+  const std::vector<double> all = gather(local);
+  std::vector<double> most(local.size(), -INFINITY);
+  for (size_t i = 0; i < all.size(); ++i) {
+    double& m = most[i % local.size()];
+    m = std::isnan(m) || std::isnan(all[i]) ? NAN : std::max(m, all[i]);
+  }
+  return most;
 }
 
 void DataParallel::average_buffers(TrainModel& model) const {

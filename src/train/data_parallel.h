@@ -137,6 +137,8 @@ class DataParallel {
   void agree_on_found_inf(amp::GradScaler& scaler) const;
   /// This step's amax of every FP8 tensor: the maximum over the ranks (NaN when any saw NaN).
   void agree_on_amax(amp::Fp8State& fp8) const;
+  /// Each element's maximum over the ranks (NaN when any rank's is NaN).
+  std::vector<double> max_over_ranks(const std::vector<double>& local) const;
   /// The f32 buffers (batch norm's running statistics) averaged over the ranks, in rank order:
   /// each rank updated them from its own share of the batch; the i64 ones (batches seen) their
   /// maximum, as a rank with an empty share of a short batch saw one fewer.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "mixp/amp/adaptive.h"
 #include "mixp/error.h"
 #include "mixp/nn/linear.h"
 
@@ -27,6 +28,14 @@ std::unique_ptr<amp::Fp8State> make_low_precision_state(const amp::Preset& prese
   const size_t kept = size_t(std::ceil(tail * double(layers.size()) - 1e-9));
   for (size_t i = layers.size() - std::min(kept, layers.size()); i < layers.size(); ++i)
     layers[i].fp4 = false;
+  if (state->recipe().adaptive) {
+    std::vector<std::string> names;
+    for (const auto& l : layers) names.push_back(l.name);
+    state->set_extension(std::make_unique<amp::AdaptivePrecision>(
+        amp::AdaptiveRecipe{.lowest = state->recipe().adaptive_from_fp8 ? amp::LayerFormat::fp8
+                                                                        : amp::LayerFormat::fp4},
+        *state->recipe().fp4, std::move(names)));
+  }
   state->set_fp4_layers(std::move(layers));
   state->set_seed(seed);
   return state;

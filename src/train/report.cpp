@@ -25,6 +25,47 @@ const char* task_name(nn::Task task) {
   return "unknown";
 }
 
+// Adaptive precision's moves and final formats, and the FLOP shares of an FP4 recipe.
+json precision_json(const TrainResult& r) {
+  json decisions = json::array(), formats = json::array();
+  for (const amp::PrecisionDecision& d : r.precision_decisions)
+    decisions.push_back({{"step", d.step},
+                         {"layer", d.layer},
+                         {"from", amp::name_of(d.from)},
+                         {"to", amp::name_of(d.to)},
+                         {"statistic", d.statistic},
+                         {"value", d.value}});
+  for (const auto& [layer, format] : r.layer_formats)
+    formats.push_back({{"layer", layer}, {"format", format}});
+  return {{"linear_flop_shares", r.linear_flop_shares},
+          {"precision_decisions", decisions},
+          {"layer_formats", formats}};
+}
+
+amp::LayerFormat format_named(const std::string& name) {
+  for (int f = 0; f < 3; ++f)
+    if (name == amp::name_of(amp::LayerFormat(f))) return amp::LayerFormat(f);
+  MIXP_CHECK(false, "summary.json: unknown layer format '", name, "'");
+  return amp::LayerFormat::bf16;
+}
+
+void read_precision_json(const json& j, TrainResult& r) {
+  if (j.contains("linear_flop_shares"))
+    r.linear_flop_shares = j.at("linear_flop_shares").get<std::map<std::string, double>>();
+  if (j.contains("precision_decisions"))
+    for (const json& d : j.at("precision_decisions"))
+      r.precision_decisions.push_back({.step = d.at("step").get<int64_t>(),
+                                       .layer = d.at("layer").get<std::string>(),
+                                       .from = format_named(d.at("from").get<std::string>()),
+                                       .to = format_named(d.at("to").get<std::string>()),
+                                       .statistic = d.at("statistic").get<std::string>(),
+                                       .value = d.at("value").get<double>()});
+  if (j.contains("layer_formats"))
+    for (const json& f : j.at("layer_formats"))
+      r.layer_formats.emplace_back(f.at("layer").get<std::string>(),
+                                   f.at("format").get<std::string>());
+}
+
 json summary_object(const TrainResult& r) {
   json evals = json::array();
   for (const EvalMetrics& e : r.evals) evals.push_back(eval_json(e));
@@ -32,7 +73,7 @@ json summary_object(const TrainResult& r) {
   for (const auto& [tag, bytes] : r.peak_memory) memory[tag] = bytes;
   for (const auto& [dtype, bytes] : r.peak_memory_by_dtype) by_dtype[dtype] = bytes;
   const json config = r.config.empty() ? json(nullptr) : json::parse(r.config, nullptr, false);
-  return {{"run_id", r.run_id},
+  json summary = {{"run_id", r.run_id},
           {"mixp_version", version()},
           {"model", r.model_name},
           {"task", task_name(r.task)},
@@ -58,6 +99,8 @@ json summary_object(const TrainResult& r) {
           {"zero_stage", r.zero_stage},
           {"bytes_sent_per_step", r.bytes_sent_per_step},
           {"evals", evals}};
+  if (!r.linear_flop_shares.empty()) summary.update(precision_json(r));
+  return summary;
 }
 
 void write_loss_plot(const std::string& path, const TrainResult& r) {
@@ -250,6 +293,7 @@ TrainResult read_finished_run(const std::string& dir) {
     r.deterministic = j.value("deterministic", false);
     r.zero_stage = j.value("zero_stage", 0);
     r.bytes_sent_per_step = j.value("bytes_sent_per_step", int64_t{0});
+    read_precision_json(j, r);
     r.samples_per_s = j.at("samples_per_s").get<double>();
     for (const auto& [tag, bytes] : j.at("peak_memory_bytes").items())
       r.peak_memory[tag] = bytes.get<int64_t>();

@@ -173,7 +173,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   scaler_.update();
   if (fp8_) {
     if (parallel_) parallel_->agree_on_amax(*fp8_);
-    fp8_->update();
+    update_low_precision_state();
   }
   for (auto& g : optimizers_) g.optimizer->zero_grad();
   if (zero_ && out.applied) zero_->gather_parameters();
@@ -185,6 +185,26 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   out.samples = batch.x.size(0);
   out.ms = ms_since(start);
   return out;
+}
+
+// The FP8/FP4 state's end of step. Under adaptive precision the ranks first agree on the
+// measurements (each layer's worst over the ranks), so that all make the same moves; each move
+// is said.
+void Trainer::update_low_precision_state() {
+  amp::AdaptivePrecision* adaptive = amp::adaptive_of(*fp8_);
+  if (adaptive && parallel_ && adaptive->measure_step())
+    adaptive->set_measurements(parallel_->max_over_ranks(adaptive->measurements()));
+  const size_t before = adaptive ? adaptive->decisions().size() : 0;
+  fp8_->update();
+  if (!adaptive) return;
+  for (size_t i = before; i < adaptive->decisions().size(); ++i) {
+    const amp::PrecisionDecision& d = adaptive->decisions()[i];
+    char value[64];
+    std::snprintf(value, sizeof value, "%.3g", d.value);
+    observer_.on_note("step " + std::to_string(d.step) + ": " + d.layer + " " +
+                      amp::name_of(d.from) + " -> " + amp::name_of(d.to) + " (" + d.statistic +
+                      " " + value + ")");
+  }
 }
 
 // Forward and backward of this rank's share of the batch, in grad_accum micro-batches whose

@@ -422,6 +422,17 @@ TrainResult Trainer::result() const {
     r.bytes_sent_per_step = parallel_->bytes_sent_per_step();
     r.zero_stage = zero_ ? 1 : 0;
   }
+  if (fp8_ && fp8_->recipe().fp4) {
+    const std::array<double, 3>& flops = fp8_->linear_flops();
+    const double total = flops[0] + flops[1] + flops[2];
+    for (int f = 0; f < 3; ++f)
+      r.linear_flop_shares[amp::name_of(amp::LayerFormat(f))] = total > 0 ? flops[size_t(f)] / total : 0.0;
+  }
+  if (amp::AdaptivePrecision* adaptive = fp8_ ? amp::adaptive_of(*fp8_) : nullptr) {
+    r.precision_decisions = adaptive->decisions();
+    for (size_t i = 0; i < adaptive->layers().size(); ++i)
+      r.layer_formats.emplace_back(adaptive->layers()[i], amp::name_of(adaptive->format(i)));
+  }
   return r;
 }
 

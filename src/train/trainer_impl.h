@@ -76,6 +76,7 @@ class Trainer {
   void save_checkpoint(const Before* before);
   StepOutcome step(const data::Batch& batch, const Before& before);
   double forward_backward(const data::Batch& batch);
+  void update_low_precision_state();
   double clip_pieces(double max_norm);
   [[noreturn]] void stop_nonfinite(double loss, const Before& before);
   void record(const StepOutcome& outcome);

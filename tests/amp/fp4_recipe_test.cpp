@@ -132,7 +132,7 @@ TEST_P(Fp4Tiles, EveryBlockProductIsExactInBf16) {
       packed[size_t(j)] = uint8_t((2 * j) | ((2 * j + 1) << 4));
     const uint8_t code = uint8_t(scale);
     std::vector<uint16_t> out(static_cast<size_t>(block));
-    kernels::fp4_block_values_bf16(packed.data(), &code, 1, block, kind, 1, out.data());
+    kernels::fp4_block_values(packed.data(), &code, 1, block, kind, 1, true, out.data());
     const double s = scaling == Fp4Scaling::nvfp4
                          ? double(float(float8_e4m3::from_bits(code)))
                          : (code == 0xFF ? NAN : std::ldexp(1.0, scale - 127));

@@ -142,6 +142,10 @@ struct Fp8Recipe {
   /// Set: the Linear layers compute in FP4 by this recipe instead, and attention in bf16; the
   /// FP8 fields above are unused.
   std::optional<Fp4Recipe> fp4 = std::nullopt;
+  /// With fp4: each Linear layer's format (FP4, FP8 or bf16) adapts to its statistics
+  /// (mixp/amp/adaptive.h); every layer starts in FP4, or in FP8 when adaptive_from_fp8.
+  bool adaptive = false;
+  bool adaptive_from_fp8 = false;
 };
 
 /// The storage dtype of a tensor of `role` under `format`: e4m3 or e5m2.
@@ -280,6 +284,24 @@ class Fp8State {
   /// 1: wgrad) at the current position.
   PhiloxState gradient_rounding(size_t layer, int gemm) const;
 
+  /// Linear FLOPs of training steps by the format they ran in (FP4, FP8, bf16; 2 a
+  /// multiply-add forward and 4 backward), counted by the linears under an FP4 recipe.
+  void count_linear_flops(int format, double flops) { linear_flops_.at(size_t(format)) += flops; }
+  const std::array<double, 3>& linear_flops() const { return linear_flops_; }
+
+  /// More state the recipe needs (adaptive precision, mixp/amp/adaptive.h): told of the
+  /// position and the step's end, saved and loaded with this state.
+  class Extension {
+   public:
+    virtual ~Extension() = default;
+    virtual void begin(int64_t step, int64_t micro_batch) = 0;
+    virtual void update() = 0;
+    virtual void save(StateDict& state) const = 0;
+    virtual void load(const StateDict& state) = 0;
+  };
+  void set_extension(std::unique_ptr<Extension> extension) { extension_ = std::move(extension); }
+  Extension* extension() const { return extension_.get(); }
+
   /// The quantization of a 2-D parameter for this step with `meta`'s scale, made once per
   /// (parameter, version) until update(); its amax is recorded into `meta` once per step when
   /// `record`. Used by the FP8 linear.
@@ -299,6 +321,8 @@ class Fp8State {
   uint64_t seed_ = 0;
   std::array<float, 16> hadamard_signs_{};
   int64_t rounding_step_ = 0, rounding_micro_batch_ = 0;
+  std::array<double, 3> linear_flops_{};
+  std::unique_ptr<Extension> extension_;
   std::map<const TensorImpl*, CachedWeight> weights_;
 };
 

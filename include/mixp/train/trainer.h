@@ -145,6 +145,7 @@
 #include <utility>
 #include <vector>
 
+#include "mixp/amp/adaptive.h"
 #include "mixp/amp/fp8.h"
 #include "mixp/amp/presets.h"
 #include "mixp/data/dataset.h"
@@ -429,6 +430,13 @@ struct TrainResult {
   bool deterministic = false;       ///< DataParallelOptions::deterministic
   int zero_stage = 0;               ///< 1 when the optimizer state was partitioned (ZeRO-1)
   int64_t bytes_sent_per_step = 0;  ///< by each rank, in the last step
+  /// Under an FP4 recipe: the share of the Linear layers' training FLOPs that ran in each
+  /// format ("fp4", "fp8", "bf16"); empty under other presets.
+  std::map<std::string, double> linear_flop_shares{};
+  /// Adaptive precision (auto-fp8, auto-fp4): every move of a layer's format, and the format
+  /// each Linear layer ended in, in model order.
+  std::vector<amp::PrecisionDecision> precision_decisions{};
+  std::vector<std::pair<std::string, std::string>> layer_formats{};
 };
 
 /// The loss the trainer minimizes: classifiers and language models the mean cross entropy of

@@ -1,13 +1,14 @@
 // FP4 block quantization at the tensor level (mixp/amp/fp4.h): the amax, the tensor scale, and
-// the fast or the reference kernel of kernels/fp4.h.
+// the fast or the reference kernel of kernels/fp4.h; the FP4 GEMM and the Hadamard transform.
+// Like FP8's scaling (fp8_scaling.cpp) this sits with autograd, below the ops that use it.
 #include "mixp/amp/fp4.h"
 
 #include <algorithm>
 #include "kernels/fp4.h"
+#include "kernels/gemm.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/runtime.h"
-#include "ops/gemm_op.h"
 
 namespace mixp::amp {
 namespace {
@@ -104,12 +105,12 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
 
 namespace {
 
-// The exact block products of an FP4 tensor as a bf16 [rows, cols] tensor.
-Tensor block_values(const Fp4Tensor& q) {
-  Tensor out = empty({q.rows, q.cols}, DType::bf16, MemoryTag::workspace);
-  kernels::fp4_block_values_bf16(q.data.data<uint8_t>(), q.block_scales.data<uint8_t>(), q.rows,
-                                 q.cols, kind_of(q.scaling), q.block_rows,
-                                 static_cast<uint16_t*>(out.raw_data()));
+// The exact block products of an FP4 tensor as a [rows, cols] tensor of `dtype` (bf16 or f32).
+Tensor block_values(const Fp4Tensor& q, DType dtype) {
+  Tensor out = empty({q.rows, q.cols}, dtype, MemoryTag::workspace);
+  kernels::fp4_block_values(q.data.data<uint8_t>(), q.block_scales.data<uint8_t>(), q.rows,
+                            q.cols, kind_of(q.scaling), q.block_rows, dtype == DType::bf16,
+                            out.raw_data());
   return out;
 }
 
@@ -121,8 +122,17 @@ Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b) {
   MIXP_CHECK(a.cols == b.cols && a.cols > 0, "fp4_gemm: A ", a.shape.to_string(), " and B ",
              b.shape.to_string(), " must end in the same k");
   NoGradGuard no_grad;
-  Tensor c = ops::detail::gemm({.m = a.rows, .n = b.rows, .k = a.cols, .trans_b = true},
-                               block_values(a), block_values(b), Shape{a.rows, b.rows}, DType::f32);
+  // The block products are exact in bf16 and in f32, and so are their products: either GEMM
+  // computes the same exact products, summed in fp32.
+  const bool reference = reference_mode();
+  const DType in = !reference && kernels::gemm_fast_has_bf16() ? DType::bf16 : DType::f32;
+  const Tensor va = block_values(a, in), vb = block_values(b, in);
+  Tensor c = empty({a.rows, b.rows}, DType::f32);
+  const kernels::GemmShape shape{.m = a.rows, .n = b.rows, .k = a.cols, .trans_b = true};
+  if (reference)
+    kernels::gemm_reference(shape, in, va.raw_data(), vb.raw_data(), c.raw_data());
+  else
+    kernels::gemm_fast(shape, in, va.raw_data(), vb.raw_data(), c.raw_data(), DType::f32);
   if (a.scaling == Fp4Scaling::nvfp4) {
     const float global = (1.0f / a.tensor_scale) * (1.0f / b.tensor_scale);
     float* v = c.data<float>();
