@@ -47,21 +47,21 @@ Tensor unscaled(const Tensor& g, double loss_scale) {
 
 std::string describe(const amp::Preset& p) {
   const amp::Fp8Recipe& r = *p.fp8;
-  const std::string mx_rule = std::string(" (rounded ") + amp::name_of(r.mx_scale_rounding) + ")";
+  const std::string mx_rule = std::string(", scale rule ") + amp::name_of(r.mx_scale_rounding);
   if (!r.fp4) {
     const std::string element = name_of(amp::fp8_dtype(r.format, amp::Fp8Role::input)) +
                                 std::string(" inputs and weights, ") +
                                 name_of(amp::fp8_dtype(r.format, amp::Fp8Role::gradient)) +
                                 " gradients";
     if (r.scaling == amp::Fp8Scaling::mxfp8) return element + ", an E8M0 scale per 32" + mx_rule;
-    return element + ", fp32 scales per 1x128 (inputs, gradients) and per " +
-           (r.scaling == amp::Fp8Scaling::block_128x128 ? "128x128 tile" : "1x128") + " (weights)";
+    return element + ", fp32 scales per 1x128 of inputs and gradients and per " +
+           (r.scaling == amp::Fp8Scaling::block_128x128 ? "128x128 tile" : "1x128") + " of weights";
   }
   const amp::Fp4Recipe& f = *r.fp4;
   std::string text = f.scaling == amp::Fp4Scaling::nvfp4
                          ? "E2M1, an E4M3 scale per 16 and an fp32 tensor scale"
-                         : "E2M1, an E8M0 scale per 32" + std::string(" (rounded ") +
-                               amp::name_of(f.mx_scale_rounding) + ")";
+                         : "E2M1, an E8M0 scale per 32" + std::string(", scale rule ") +
+                               amp::name_of(f.mx_scale_rounding);
   text += f.square_weights ? ", square weight tiles" : ", weights in 1-D blocks";
   text += f.stochastic_gradients ? ", gradients rounded stochastically"
                                  : ", gradients rounded to nearest even";
@@ -131,7 +131,8 @@ std::vector<NamedStats> tensors_of(const BlockScaleLayer& l) {
 
 std::string percent(double f) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * f);
+  // Three significant digits, so that one block in 50,000 does not print as 0.00%.
+  std::snprintf(buf, sizeof buf, "%.3g%%", 100 * f);
   return buf;
 }
 
@@ -252,7 +253,7 @@ std::string block_scales_table(const std::vector<BlockScaleInspection>& inspecti
            ") of the observation step's Linear layers:\n";
     size_t width = 5;
     for (const BlockScaleLayer& l : b.layers) width = std::max(width, l.layer.size());
-    std::snprintf(buf, sizeof buf, "%-*s %-8s %-15s %-7s %9s %8s %8s %8s %7s %10s %9s %9s %9s\n",
+    std::snprintf(buf, sizeof buf, "%-*s %-9s %-15s %-7s %9s %8s %8s %8s %7s %10s %10s %10s %9s\n",
                   int(width), "layer", "computes", "tensor", "block", "blocks", "log2 min",
                   "median", "max", "spread", "saturated", "flushed", "zeroed", "rms err");
     out += buf;
@@ -261,7 +262,7 @@ std::string block_scales_table(const std::vector<BlockScaleInspection>& inspecti
         const diag::BlockScaleStats& s = *t.stats;
         const std::string block = std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols);
         std::snprintf(buf, sizeof buf,
-                      "%-*s %-8s %-15s %-7s %9lld %8.2f %8.2f %8.2f %7.2f %10s %9s %9s %9.4f\n",
+                      "%-*s %-9s %-15s %-7s %9lld %8.2f %8.2f %8.2f %7.2f %10s %10s %10s %9.4f\n",
                       int(width), l.layer.c_str(), l.computes.c_str(), t.name, block.c_str(),
                       (long long)s.blocks, s.log2_scale_min, s.log2_scale_median, s.log2_scale_max,
                       s.log2_scale_spread(), percent(s.saturated_fraction()).c_str(),
