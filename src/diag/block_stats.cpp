@@ -33,35 +33,50 @@ struct BlockTally {
   bool non_finite = false, nonzero = false, any_kept = false, saturated = false;
 };
 
-// Walks every element once, block by block state in `tallies`, and the error sums.
-BlockScaleStats compare_blocks(const Blocked& b) {
-  const int64_t block_grid_rows = (b.rows + b.block_rows - 1) / b.block_rows;
-  const int64_t block_grid_cols = (b.cols + b.block_cols - 1) / b.block_cols;
-  const int64_t blocks = b.batch * block_grid_rows * block_grid_cols;
-  MIXP_ASSERT(int64_t(b.decode_scales.size()) == blocks,
-              "block_scale_stats: ", b.decode_scales.size(), " scales for ", blocks, " blocks");
+// The blocks' grid and the block of each element.
+struct BlockGrid {
+  int64_t rows = 0, cols = 0;  // blocks per batch matrix, down and across
+  int64_t block_rows = 1, block_cols = 1;
+  int64_t blocks(int64_t batch) const { return batch * rows * cols; }
+  int64_t of(int64_t matrix, int64_t r, int64_t c) const {
+    return (matrix * rows + r / block_rows) * cols + c / block_cols;
+  }
+};
+
+// What each block holds, from one pass over the elements.
+std::vector<BlockTally> tally_blocks(const Blocked& b, const BlockGrid& grid) {
   const float* x = b.source.data<float>();
   const float* d = b.dequantized.data<float>();
   const double element_max = b.element.max();
-  std::vector<BlockTally> tallies(static_cast<size_t>(blocks));
-  auto block_of = [&](int64_t matrix, int64_t r, int64_t c) {
-    return (matrix * block_grid_rows + r / b.block_rows) * block_grid_cols + c / b.block_cols;
-  };
+  std::vector<BlockTally> tallies(static_cast<size_t>(grid.blocks(b.batch)));
   for (int64_t m = 0; m < b.batch; ++m)
     for (int64_t r = 0; r < b.rows; ++r)
       for (int64_t c = 0; c < b.cols; ++c) {
         const int64_t i = (m * b.rows + r) * b.cols + c;
-        BlockTally& t = tallies[size_t(block_of(m, r, c))];
+        const size_t k = size_t(grid.of(m, r, c));
+        BlockTally& t = tallies[k];
         const double v = x[i];
         if (!std::isfinite(v)) t.non_finite = true;
         if (v != 0.0) t.nonzero = true;
         if (d[i] != 0.0f) t.any_kept = true;
         // A scale of zero (or NaN) flushed the block: nothing in it was clipped.
-        const double scale = b.decode_scales[size_t(block_of(m, r, c))];
+        const double scale = b.decode_scales[k];
         if (!(scale > 0)) continue;
         const double y = std::fabs(v) / scale;
         if (y > element_max && fate_of(b.element, y) == Fate::overflow) t.saturated = true;
       }
+  return tallies;
+}
+
+BlockScaleStats compare_blocks(const Blocked& b) {
+  const BlockGrid grid{.rows = (b.rows + b.block_rows - 1) / b.block_rows,
+                       .cols = (b.cols + b.block_cols - 1) / b.block_cols,
+                       .block_rows = b.block_rows,
+                       .block_cols = b.block_cols};
+  const int64_t blocks = grid.blocks(b.batch);
+  MIXP_ASSERT(int64_t(b.decode_scales.size()) == blocks,
+              "block_scale_stats: ", b.decode_scales.size(), " scales for ", blocks, " blocks");
+  const std::vector<BlockTally> tallies = tally_blocks(b, grid);
 
   BlockScaleStats s;
   s.block_rows = b.block_rows;
@@ -89,11 +104,14 @@ BlockScaleStats compare_blocks(const Blocked& b) {
     s.log2_scale_median = log2_scales[(log2_scales.size() - 1) / 2];
   }
 
+  // The error, over the finite blocks' elements.
+  const float* x = b.source.data<float>();
+  const float* d = b.dequantized.data<float>();
   double error_squares = 0.0, reference_squares = 0.0;
   for (int64_t m = 0; m < b.batch; ++m)
     for (int64_t r = 0; r < b.rows; ++r)
       for (int64_t c = 0; c < b.cols; ++c) {
-        if (tallies[size_t(block_of(m, r, c))].non_finite) continue;
+        if (tallies[size_t(grid.of(m, r, c))].non_finite) continue;
         const int64_t i = (m * b.rows + r) * b.cols + c;
         const double reference = float(bfloat16(x[i]));
         const double got = d[i];
