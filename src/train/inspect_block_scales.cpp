@@ -6,6 +6,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
+#include "ops/fp8_ops.h"
 #include "train/low_precision_state.h"
 
 namespace mixp::train {
@@ -19,12 +20,6 @@ bool block_scaled(const amp::Preset& p) {
   const amp::Fp8Scaling s = p.fp8->scaling;
   return s == amp::Fp8Scaling::mxfp8 || s == amp::Fp8Scaling::block_1x128 ||
          s == amp::Fp8Scaling::block_128x128;
-}
-
-// As the FP8 Linear quantizes them: activations and gradients in 1 x 128 blocks when the
-// weights are in 128 x 128 tiles.
-amp::Fp8Scaling activation_scaling_of(amp::Fp8Scaling weights) {
-  return weights == amp::Fp8Scaling::block_128x128 ? amp::Fp8Scaling::block_1x128 : weights;
 }
 
 // A 2-D f32 or bf16 copy of t's values: [numel / last, last].
@@ -69,7 +64,7 @@ std::string describe(const amp::Preset& p) {
 }
 
 BlockScaleLayer fp8_layer(const LinearTensorCapture::Layer& l, const amp::Fp8Recipe& r) {
-  const amp::Fp8Scaling act = activation_scaling_of(r.scaling);
+  const amp::Fp8Scaling act = ops::detail::activation_scaling(r.scaling);
   const amp::MxScaleRounding mx = r.mx_scale_rounding;
   BlockScaleLayer out;
   out.input =
