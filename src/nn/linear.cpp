@@ -30,6 +30,7 @@ Tensor Linear::forward(const Tensor& x) {
   MIXP_CHECK(x.defined() && x.ndim() >= 1 && x.size(-1) == options_.in_features,
              "Linear: expected an input [..., ", options_.in_features, "], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
+  run_forward_pre_hooks(x);
   return run_forward_hooks(ops::linear(x, *weight_, *bias_));
 }
 

@@ -75,6 +75,20 @@ void Module::remove_forward_hook(int64_t id) {
   std::erase_if(forward_hooks_, [id](const auto& h) { return h.first == id; });
 }
 
+int64_t Module::add_forward_pre_hook(ForwardPreHook hook) {
+  MIXP_CHECK(hook != nullptr, type_name(), ": add_forward_pre_hook of an empty hook");
+  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_pre_hook(int64_t id) {
+  std::erase_if(forward_pre_hooks_, [id](const auto& h) { return h.first == id; });
+}
+
+void Module::run_forward_pre_hooks(const Tensor& input) {
+  for (auto& [id, hook] : forward_pre_hooks_) hook(*this, input);
+}
+
 Tensor Module::run_forward_hooks(Tensor output) {
   for (auto& [id, hook] : forward_hooks_) output = hook(*this, output);
   return output;

@@ -19,6 +19,7 @@
 #include "mixp/io/checkpoint.h"
 #include "mixp/io/safetensors.h"
 #include "mixp/train/trained_model.h"
+#include "train/inspect_block_scales.h"
 
 namespace mixp::train {
 namespace {
@@ -239,6 +240,8 @@ void summarize_layers(InspectResult& result, const std::vector<std::string>& lay
 void write_inspect_files(const InspectResult& result, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir + "/layers");
   io::write_file_atomically(out_dir + "/inspect.json", inspect_json(result));
+  if (!result.block_scales.empty())
+    io::write_file_atomically(out_dir + "/block_scales.csv", block_scales_csv(result.block_scales));
   const std::string what = result.train.model_name + " (" + result.train.precision + ")";
   diag::write_log2_histogram(
       out_dir + "/activation_gradients.svg",
@@ -309,6 +312,8 @@ InspectResult run_inspect(const InspectOptions& options) {
   if (!training) run.train.steps = 1;  // prepare_run wants a run; none is trained
   const amp::Preset preset =
       amp::preset(run.train.precision, run.train.mx_scale_rounding, run.train.fp4_without);
+  const std::vector<amp::Preset> block_presets =
+      block_scale_presets(options.block_formats, run.train);
   PreparedRun prepared = prepare_run(run);
   TrainModel& model = *prepared.inputs.model;
   DataSource& data = *prepared.inputs.data;
@@ -359,6 +364,8 @@ InspectResult run_inspect(const InspectOptions& options) {
   {
     diag::Collector observe(*module, collect);
     layers = observe.layers();
+    std::optional<LinearTensorCapture> linear_tensors;
+    if (!block_presets.empty()) linear_tensors.emplace(*module, result.loss_scale);
     amp::GradScaler scaler(
         {.init_scale = result.loss_scale, .enabled = preset.make_scaler().is_enabled()});
     observe.begin_step(step, result.loss_scale);
@@ -369,6 +376,9 @@ InspectResult run_inspect(const InspectOptions& options) {
     }
     scaler.scale(loss).backward();
     observe.end_step();
+    if (linear_tensors)
+      result.block_scales =
+          inspect_block_scales(*linear_tensors, *module, block_presets, run.train.seed, step);
     result.loss = loss.item();
     for (auto& [name, p] : model.named_parameters()) p->set_grad(Tensor());
     for (const diag::LayerRecord& r : observe.records()) result.records.push_back(r);
@@ -429,6 +439,7 @@ std::string inspect_table(const InspectResult& r) {
     out += "advisor: keep in higher precision:\n";
     for (const diag::Advice& a : r.advice) out += "  " + a.layer + ": " + a.reason + "\n";
   }
+  out += block_scales_table(r.block_scales);
   return out;
 }
 
@@ -470,6 +481,7 @@ std::string inspect_json(const InspectResult& r) {
     j["source"] = r.source;
     j["source_step"] = r.source_step;
   }
+  if (!r.block_scales.empty()) j["block_scales"] = block_scales_json(r.block_scales);
   return j.dump(2) + "\n";
 }
 

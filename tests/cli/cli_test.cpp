@@ -420,6 +420,10 @@ TEST_F(Cli, InspectDeepMlpPrintsTheTableAndWritesJsonAndSvg) {
   EXPECT_NE(svg.find("become zero in f16"), std::string::npos);
   for (const char* layer : {"fc1", "fc2", "fc3"})
     EXPECT_TRUE(fs::exists(out / "layers" / (std::string(layer) + ".svg"))) << layer;
+  // Without --block-formats, no block scales anywhere.
+  EXPECT_EQ(r.out.find("block scales"), std::string::npos) << r.out;
+  EXPECT_EQ(json.find("block_scales"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out / "block_scales.csv"));
 }
 
 TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
@@ -449,6 +453,119 @@ TEST_F(Cli, InspectsALanguageModelAndRejectsBadFlags) {
            {"inspect --model deep-mlp --formats e3m2,,e2m1", "empty name"},
            {"inspect --model deep-mlp --formats e9m30", "e9m30"}}) {
     const CliResult bad = mixp(args + " --out '" + (dir_ / "bad").string() + "'");
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;
+  }
+}
+
+// One line of block_scales.csv by its header's names.
+std::map<std::string, std::string> csv_row(const std::vector<std::string>& header,
+                                           const std::string& line) {
+  std::map<std::string, std::string> row;
+  std::stringstream fields(line);
+  std::string field;
+  for (size_t i = 0; std::getline(fields, field, ','); ++i) {
+    EXPECT_LT(i, header.size()) << line;
+    if (i < header.size()) row[header[i]] = field;
+  }
+  EXPECT_EQ(row.size(), header.size()) << line;
+  return row;
+}
+
+TEST_F(Cli, InspectBlockFormatsReportsEveryLinearLayerInEachPresetsBlocks) {
+  const fs::path text = dir_ / "corpus.txt";
+  std::ofstream(text) << repeated_text(20000);
+  const fs::path out = dir_ / "gpt";
+  // Width 24: neither a multiple of 32 nor of 128, so the last block of every row is partial.
+  const int64_t width = 24, batch = 4, context = 16, tokens = batch * context;
+  const CliResult r = mixp("inspect --model gpt --data '" + text.string() +
+                           "' --precision amp-bf16 --steps 2 --layers 1 --heads 2 --width 24 "
+                           "--context 16 --batch 4 --block-formats nvfp4,mxfp4,mxfp8,fp8-block "
+                           "--out '" +
+                           out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* column : {"layer", "computes", "tensor", "block", "blocks", "log2 min", "median",
+                             "max", "spread", "saturated", "flushed", "zeroed", "rms err"})
+    EXPECT_NE(r.out.find(column), std::string::npos) << column << r.out;
+  for (const char* preset : {"nvfp4", "mxfp4", "mxfp8", "fp8-block"})
+    EXPECT_NE(r.out.find(std::string("block scales under ") + preset + " ("), std::string::npos)
+        << preset << r.out;
+  EXPECT_NE(slurp(out / "inspect.json").find("\"block_scales\""), std::string::npos);
+
+  // Each Linear layer's [in, out], and its tensors' [rows, cols] under y = x W^T.
+  const std::map<std::string, std::pair<int64_t, int64_t>> linear = {
+      {"transformer.h.0.attn.c_attn", {width, 3 * width}},
+      {"transformer.h.0.attn.c_proj", {width, width}},
+      {"transformer.h.0.mlp.c_fc", {width, 4 * width}},
+      {"transformer.h.0.mlp.c_proj", {4 * width, width}}};
+  // Each preset's blocks: {1 x block of inputs and gradients, square weight tiles or not}.
+  const std::map<std::string, std::pair<int64_t, bool>> blocks_of = {{"nvfp4", {16, true}},
+                                                                     {"mxfp4", {32, true}},
+                                                                     {"mxfp8", {32, false}},
+                                                                     {"fp8-block", {128, true}}};
+  std::ifstream csv(out / "block_scales.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  std::vector<std::string> header;
+  for (std::stringstream h(line); std::getline(h, line, ',');) header.push_back(line);
+  std::map<std::string, int> rows_per_preset;
+  while (std::getline(csv, line)) {
+    std::map<std::string, std::string> row = csv_row(header, line);
+    const std::string preset = row["preset"], layer = row["layer"], tensor = row["tensor"];
+    SCOPED_TRACE(line);
+    ASSERT_TRUE(blocks_of.count(preset) && linear.count(layer));
+    ++rows_per_preset[preset];
+    const auto [in, out_features] = linear.at(layer);
+    const auto [block, square] = blocks_of.at(preset);
+    int64_t rows = tokens, cols = in, block_rows = 1;
+    if (tensor == "weight") {
+      rows = out_features;
+      block_rows = square ? block : 1;
+    } else if (tensor == "output_gradient") {
+      cols = out_features;
+    } else {
+      ASSERT_EQ(tensor, "input");
+    }
+    auto number = [&](const char* key) { return std::stod(row.at(key)); };
+    EXPECT_EQ(number("block_rows"), block_rows);
+    EXPECT_EQ(number("block_cols"), block);
+    const double blocks = number("blocks");
+    EXPECT_EQ(blocks,
+              double(((rows + block_rows - 1) / block_rows) * ((cols + block - 1) / block)));
+    for (const char* f : {"saturated_fraction", "flushed_fraction", "flushed_element_fraction"}) {
+      EXPECT_GE(number(f), 0.0) << f;
+      EXPECT_LE(number(f), 1.0) << f;
+    }
+    EXPECT_DOUBLE_EQ(number("saturated_fraction"), number("saturated_blocks") / blocks);
+    EXPECT_DOUBLE_EQ(number("flushed_fraction"), number("flushed_blocks") / blocks);
+    EXPECT_LE(number("zero_blocks") + number("non_finite_blocks") + number("scaled_blocks"),
+              blocks);
+    EXPECT_LE(number("flushed_elements"), number("nonzero_elements"));
+    EXPECT_LE(number("nonzero_elements"), double(rows * cols));
+    EXPECT_GT(number("scaled_blocks"), 0.0);
+    EXPECT_LE(number("log2_scale_min"), number("log2_scale_median"));
+    EXPECT_LE(number("log2_scale_median"), number("log2_scale_max"));
+    EXPECT_DOUBLE_EQ(number("log2_scale_spread"),
+                     number("log2_scale_max") - number("log2_scale_min"));
+    // Quantizing to 4 or 8 bits loses something, and far less than everything.
+    EXPECT_GT(number("relative_rms_error"), 0.0);
+    EXPECT_LT(number("relative_rms_error"), 1.0);
+    // The RMS of the relative errors, weighted by |bf16(x)|^2, is at most their maximum (up to
+    // the rounding of its square root).
+    EXPECT_LE(number("relative_rms_error"), number("max_relative_error") * (1 + 0x1p-50));
+    // The FP4 recipes keep the last ceil(15% of 4) = 1 Linear layer in bf16.
+    const bool fp4 = preset == "nvfp4" || preset == "mxfp4";
+    EXPECT_EQ(row["computes"], fp4 && layer == "transformer.h.0.mlp.c_proj" ? "bf16" : preset);
+  }
+  for (const auto& [preset, blocks] : blocks_of)
+    EXPECT_EQ(rows_per_preset[preset], 4 * 3) << preset;
+
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--block-formats fp8", "'fp8' has no block scales"},
+           {"--block-formats nvfp4,,mxfp4", "empty name"},
+           {"--block-formats nvfp5", "nvfp5"}}) {
+    const CliResult bad = mixp("inspect --model deep-mlp --steps 0 " + args + " --out '" +
+                               (dir_ / "bad").string() + "'");
     EXPECT_EQ(bad.status, 2) << args;
     EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;
   }

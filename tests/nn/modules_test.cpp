@@ -58,6 +58,32 @@ TEST(Linear, ForwardIsXWTransposedPlusB) {
   EXPECT_EQ(y.to_vector(), (std::vector<double>{1 + 2 + 6 + 0.5, 4 + 5 + 12 - 1}));
 }
 
+TEST(Linear, ForwardPreHooksSeeTheInputBeforeTheForwardHooksSeeTheOutput) {
+  Philox rng;
+  Linear fc(LinearOptions(3, 2), rng);
+  std::vector<std::string> order;
+  std::vector<double> seen;
+  const int64_t pre = fc.add_forward_pre_hook([&](Module& m, const Tensor& input) {
+    EXPECT_EQ(&m, &fc);
+    order.push_back("pre");
+    seen = input.to_vector();
+  });
+  const int64_t post = fc.add_forward_hook([&](Module&, const Tensor& output) {
+    order.push_back("post");
+    return output;
+  });
+  EXPECT_NE(pre, post);
+  fc.forward(from_values({1, -2, 3}, {1, 3}));
+  EXPECT_EQ(order, (std::vector<std::string>{"pre", "post"}));
+  EXPECT_EQ(seen, (std::vector<double>{1, -2, 3}));
+  fc.remove_forward_pre_hook(pre);
+  fc.remove_forward_pre_hook(post);  // another kind's id: ignored, the forward hook stays
+  fc.forward(from_values({4, 5, 6}, {1, 3}));
+  EXPECT_EQ(order, (std::vector<std::string>{"pre", "post", "post"}));
+  EXPECT_EQ(seen, (std::vector<double>{1, -2, 3}));
+  EXPECT_THROW(fc.add_forward_pre_hook(nullptr), Error);
+}
+
 TEST(Conv2d, HasPyTorchNamesShapesAndInit) {
   Philox rng(PhiloxState{4});
   Conv2d conv(Conv2dOptions(8, 64, 3).with_padding(1), rng);

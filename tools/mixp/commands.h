@@ -146,6 +146,7 @@ struct InspectCommandOptions {
   int64_t every = 10;         ///< training steps between collections
   std::string formats;        ///< comma-separated formats to ask besides the standard four
   std::string from;           ///< a trained run, model.safetensors or checkpoint to inspect
+  std::string block_formats;  ///< comma-separated block-scaled presets to measure Linear layers in
 };
 void add_inspect_flags(CLI::App& command, InspectCommandOptions& options);
 int run_inspect_command(const InspectCommandOptions& options, std::FILE* out);

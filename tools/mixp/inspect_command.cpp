@@ -30,6 +30,12 @@ void add_inspect_flags(CLI::App& command, InspectCommandOptions& o) {
   command.add_option("--formats", o.formats,
                      "more formats to test every tensor against, besides fp16, bf16, e4m3 and "
                      "e5m2: comma-separated names of 'mixp formats' or eXmY (in inspect.json)");
+  command.add_option("--block-formats", o.block_formats,
+                     "block-scaled presets (mxfp8, fp8-block, nvfp4, mxfp4), comma-separated: "
+                     "per Linear layer, what each one's recipe does to the input, weight and "
+                     "output gradient of the inspected step, block by block (scale binades, "
+                     "saturated and flushed blocks, error against bf16; also in inspect.json and "
+                     "block_scales.csv)");
   command.add_option("--out", t.out,
                      "folder for inspect.json and the SVG histograms (default "
                      "runs/inspect-MODEL-PRECISION)");
@@ -91,6 +97,11 @@ int run_inspect_command(const InspectCommandOptions& o, std::FILE* out) {
     MIXP_CHECK(!name.empty(), "--formats has an empty name in '", o.formats, "'");
     options.extra_formats.push_back(parse_format(name));
   }
+  std::stringstream block_list(o.block_formats);
+  for (std::string name; std::getline(block_list, name, ',');) {
+    MIXP_CHECK(!name.empty(), "--block-formats has an empty name in '", o.block_formats, "'");
+    options.block_formats.push_back(name);
+  }
   std::filesystem::path from = std::filesystem::path(o.from).lexically_normal();
   if (from.filename().empty()) from = from.parent_path();  // "runs/cnn/"
   const std::string default_out = o.from.empty()
@@ -101,6 +112,8 @@ int run_inspect_command(const InspectCommandOptions& o, std::FILE* out) {
   std::fputs(train::inspect_table(r).c_str(), out);
   std::fprintf(out, "wrote %s/inspect.json, %s/activation_gradients.svg and %s/layers/*.svg\n",
                options.out_dir.c_str(), options.out_dir.c_str(), options.out_dir.c_str());
+  if (!r.block_scales.empty())
+    std::fprintf(out, "wrote %s/block_scales.csv\n", options.out_dir.c_str());
   return 0;
 }
 

@@ -18,6 +18,8 @@
 // what the last one returned: the output itself, or an alias of it such as
 // autograd::with_gradient_hook(output, ...) to see the gradient with respect to the output.
 // Containers (Sequential, the models, the transformer block) run none: hook their layers.
+// Forward pre-hooks see a layer's input before it computes; Linear runs them (the layer whose
+// input the FP8 and FP4 recipes quantize, which `mixp inspect --block-formats` measures).
 //
 // Example:
 //
@@ -76,6 +78,13 @@ class Module {
   int64_t add_forward_hook(ForwardHook hook);
   /// Removes the hook `id`; an id that is not there is ignored (already removed).
   void remove_forward_hook(int64_t id);
+  /// Receives the module and its input, before forward() computes anything from it.
+  using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+  /// Adds a forward pre-hook (see the top of this file); returns the id that
+  /// remove_forward_pre_hook takes.
+  int64_t add_forward_pre_hook(ForwardPreHook hook);
+  /// Removes the pre-hook `id`; an id that is not there is ignored (already removed).
+  void remove_forward_pre_hook(int64_t id);
 
  protected:
   /// Registers a parameter (made a leaf that requires grad, tagged MemoryTag::parameter).
@@ -88,6 +97,8 @@ class Module {
   }
   /// The end of a layer's forward(): `output` through the forward hooks.
   Tensor run_forward_hooks(Tensor output);
+  /// The start of a layer's forward(): `input` to the forward pre-hooks, in the order added.
+  void run_forward_pre_hooks(const Tensor& input);
   /// True for LayerNorm and BatchNorm2d.
   virtual bool is_norm() const { return false; }
   virtual std::string type_name() const = 0;
@@ -109,6 +120,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::vector<std::pair<int64_t, ForwardHook>> forward_hooks_;
+  std::vector<std::pair<int64_t, ForwardPreHook>> forward_pre_hooks_;
   int64_t next_hook_id_ = 0;
 };
 

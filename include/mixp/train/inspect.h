@@ -29,10 +29,23 @@
 // when it ran under the same preset, else the preset's initial one. Nothing is written to the
 // run's folder.
 //
+// With block_formats (names of the block-scaled presets: mxfp8, fp8-block, nvfp4, mxfp4), it
+// also keeps every nn::Linear layer's input, weight and output gradient (divided by the loss
+// scale) of the observation step and reports, per preset, what its recipe's quantization does
+// to them block by block (diag::block_scale_stats, mixp/diag/block_stats.h): inputs and output
+// gradients in 1 x block blocks along their last dimension, as the forward GEMM and dgrad read
+// them, weights in the recipe's weight blocks (nvfp4: 16x16 tiles, mxfp4: 32x32, fp8-block:
+// 128x128, mxfp8: 1x32 along in); FP4 gradients rounded stochastically when the recipe does,
+// from the stream that layer's dgrad would draw at this step. Presets take the run's MX scale
+// rule and, FP4 ones, its --fp4-without ablations. Every Linear layer is reported; those an
+// FP4 recipe keeps in bf16 (its last 15%) are marked so. The wgrad operands (transposed, after
+// the Hadamard transform) are not measured.
+//
 // The run folder (out_dir; nothing written when empty): inspect.json (every number above, the
-// histograms and the training records), activation_gradients.svg (every layer's probe
-// activation gradients, the paper's figure, with fp16's range and the loss scale marked) and
-// layers/<layer>.svg, one per layer.
+// histograms and the training records, and with block_formats "block_scales"),
+// activation_gradients.svg (every layer's probe activation gradients, the paper's figure, with
+// fp16's range and the loss scale marked), layers/<layer>.svg, one per layer, and with
+// block_formats block_scales.csv (one line per preset, layer and tensor).
 //
 // Example:
 //
@@ -57,6 +70,7 @@
 #include <vector>
 
 #include "mixp/diag/advisor.h"
+#include "mixp/diag/block_stats.h"
 #include "mixp/diag/collector.h"
 #include "mixp/diag/stats.h"
 #include "mixp/train/run.h"
@@ -78,6 +92,24 @@ struct InspectOptions {
   std::string from{};
   /// With `from`: how mxfp8 rounds its block scales; none: the run's own rule.
   std::optional<amp::MxScaleRounding> mx_scale_rounding{};
+  /// Block-scaled presets whose quantization of the Linear layers to report (see above).
+  std::vector<std::string> block_formats{};
+};
+
+/// One Linear layer under one block-scaled preset.
+struct BlockScaleLayer {
+  std::string layer;
+  /// The preset's name when its recipe quantizes this layer, "bf16" when an FP4 recipe keeps it
+  /// in bf16 (the figures then say what FP4 would do to it).
+  std::string computes;
+  /// The output gradient's are empty (0 blocks) when the loss does not reach the layer.
+  diag::BlockScaleStats input, weight, output_gradient;
+};
+
+struct BlockScaleInspection {
+  std::string preset;
+  std::string recipe;  ///< the recipe in words, for the table
+  std::vector<BlockScaleLayer> layers{};
 };
 
 struct LayerInspection {
@@ -106,6 +138,8 @@ struct InspectResult {
   std::vector<diag::Advice> advice;  ///< at loss_scale
   /// The Collector's, from training and then the observation step (step = train.steps).
   std::vector<diag::LayerRecord> records;
+  /// One per InspectOptions::block_formats, in its order.
+  std::vector<BlockScaleInspection> block_scales;
   std::string source{};     ///< with `from`: the file the weights came from
   int64_t source_step = 0;  ///< ... and the training step they are from (0: not recorded)
 };
