@@ -6,11 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/gemm.h"
 #include "mixp/amp/adaptive.h"
 #include "mixp/amp/fp4.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
-#include "kernels/gemm.h"
 #include "mixp/float_types.h"
 #include "mixp/runtime.h"
 
@@ -47,9 +47,9 @@ Grid fp4_grid(const Tensor& v, Fp8Role role, const Fp4Recipe& recipe) {
   for (int64_t r = 0; r < q.rows; ++r)
     for (int64_t c = 0; c < q.cols; ++c) {
       const uint8_t code = codes[r / q.block_rows * nb + c / block];
-      g.block_scale[size_t(r * q.cols + c)] =
-          q.scaling == Fp4Scaling::nvfp4 ? float(float8_e4m3::from_bits(code)) * global
-                                         : e8m0_value(code);
+      g.block_scale[size_t(r * q.cols + c)] = q.scaling == Fp4Scaling::nvfp4
+                                                  ? float(float8_e4m3::from_bits(code)) * global
+                                                  : e8m0_value(code);
     }
   return g;
 }
@@ -117,8 +117,9 @@ double gemm_error(const Tensor& x, const Tensor& w, LayerFormat format, const Fp
   const Tensor reference = bf16_product(x, w);
   if (format == LayerFormat::fp4) {
     const Fp4Tensor qx = quantize_fp4(x, fp4.scaling, {.mx_rounding = fp4.mx_scale_rounding});
-    const Fp4Tensor qw = quantize_fp4(
-        w, fp4.scaling, {.square_blocks = fp4.square_weights, .mx_rounding = fp4.mx_scale_rounding});
+    const Fp4Tensor qw =
+        quantize_fp4(w, fp4.scaling,
+                     {.square_blocks = fp4.square_weights, .mx_rounding = fp4.mx_scale_rounding});
     return relative_rms(fp4_gemm(qx, qw), reference);
   }
   const Fp8Tensor qx = quantize(x, DType::e4m3, Fp8Scaling::mxfp8, 1.0f, MxScaleRounding::up);
@@ -309,8 +310,8 @@ void AdaptivePrecision::decide(size_t layer) {
   const LayerFormat below = LayerFormat(int(f) - 1);
   const Measured& m = measured(layer, below);
   if (!m.seen) return;
-  const bool safe = !m.nonfinite && m.badness < recipe_.down_ratio &&
-                    m.flush_excess < recipe_.flush_margin / 2.0;
+  const bool safe =
+      !m.nonfinite && m.badness < recipe_.down_ratio && m.flush_excess < recipe_.flush_margin / 2.0;
   streaks_[layer] = safe ? streaks_[layer] + 1 : 0;
   if (streaks_[layer] >= recipe_.patience) move(below, "safe", double(streaks_[layer]));
 }
@@ -365,8 +366,8 @@ void AdaptivePrecision::load(const StateDict& state) {
     streaks_ = j.at("streaks").get<std::vector<int>>();
     decisions_ = std::move(decisions);
   } catch (const nlohmann::json::exception& e) {
-    MIXP_CHECK(false, "adaptive precision: the checkpoint's per-layer state is not valid: ",
-               e.what());
+    MIXP_CHECK(false,
+               "adaptive precision: the checkpoint's per-layer state is not valid: ", e.what());
   }
 }
 

@@ -33,7 +33,9 @@ Tensor adaptive_linear(const Tensor& x, const Tensor& weight, const Tensor& bias
   Tensor y;
   switch (adaptive.format(layer)) {
     case amp::LayerFormat::fp4: y = fp4_linear(x, weight, bias, out_dtype, state, layer); break;
-    case amp::LayerFormat::fp8: y = fp8_linear(x, weight, bias, out_dtype, adaptive.fp8_layers()); break;
+    case amp::LayerFormat::fp8:
+      y = fp8_linear(x, weight, bias, out_dtype, adaptive.fp8_layers());
+      break;
     case amp::LayerFormat::bf16: y = bf16_linear(x, weight, bias, out_dtype); break;
   }
   if (!measure) return y;

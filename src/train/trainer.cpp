@@ -426,7 +426,8 @@ TrainResult Trainer::result() const {
     const std::array<double, 3>& flops = fp8_->linear_flops();
     const double total = flops[0] + flops[1] + flops[2];
     for (int f = 0; f < 3; ++f)
-      r.linear_flop_shares[amp::name_of(amp::LayerFormat(f))] = total > 0 ? flops[size_t(f)] / total : 0.0;
+      r.linear_flop_shares[amp::name_of(amp::LayerFormat(f))] =
+          total > 0 ? flops[size_t(f)] / total : 0.0;
   }
   if (amp::AdaptivePrecision* adaptive = fp8_ ? amp::adaptive_of(*fp8_) : nullptr) {
     r.precision_decisions = adaptive->decisions();

@@ -445,10 +445,12 @@ TEST(Fp4Training, EveryFp4PresetLearns) {
   }
 }
 
-// A run under nvfp4 stopped halfway and resumed ends bitwise where the straight run ends: the
-// Hadamard signs come back from the checkpoint and the stochastic rounding draws by step.
-TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
-  const std::filesystem::path dir = test::scratch_path("mixp_fp4_");
+// A run under nvfp4 or auto-fp4 stopped halfway and resumed ends bitwise where the straight run
+// ends: the Hadamard signs and the layers' formats come back from the checkpoint and the
+// stochastic rounding draws by step. Both report the share of Linear FLOPs in each format.
+void expect_resumed_run_is_straight_run(const std::string& precision) {
+  SCOPED_TRACE(precision);
+  const std::filesystem::path dir = test::scratch_path("mixp_fp4_" + precision + "_");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   {
@@ -460,7 +462,7 @@ TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
     c.model = {.name = "gpt", .layers = 2, .heads = 2, .width = 32, .context = 16, .dropout = 0.1};
     c.data = (dir / "text.txt").string();
     c.batch = 4;
-    c.train.precision = "nvfp4";
+    c.train.precision = precision;
     c.train.steps = 8;
     c.train.seed = 5;
     c.train.threads = 1;
@@ -479,10 +481,14 @@ TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
   const train::TrainResult r = train::run_train(resumed);
   EXPECT_EQ(r.resumed_from, 5);
   EXPECT_EQ(r.final_eval_loss, straight.final_eval_loss);
-  const io::SafetensorsFile a =
-      io::read_safetensors((dir / "straight" / "model.safetensors").string());
-  const io::SafetensorsFile b =
-      io::read_safetensors((dir / "resumed" / "model.safetensors").string());
+  EXPECT_EQ(r.linear_flop_shares, straight.linear_flop_shares);
+  EXPECT_EQ(r.layer_formats, straight.layer_formats);
+  double shares = 0.0;
+  for (const auto& [format, share] : straight.linear_flop_shares) shares += share;
+  EXPECT_NEAR(shares, 1.0, 1e-12);
+  EXPECT_GT(straight.linear_flop_shares.at("fp4"), 0.5);
+  const io::SafetensorsFile a = io::read_safetensors((dir / "straight" / "model.safetensors").string());
+  const io::SafetensorsFile b = io::read_safetensors((dir / "resumed" / "model.safetensors").string());
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, t] : a.tensors) {
     ASSERT_TRUE(b.tensors.count(name)) << name;
@@ -491,6 +497,11 @@ TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
         << name << " differs between the straight and the resumed run";
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Fp4Training, AStoppedAndResumedRunIsBitwiseTheStraightRun) {
+  expect_resumed_run_is_straight_run("nvfp4");
+  expect_resumed_run_is_straight_run("auto-fp4");
 }
 
 }  // namespace

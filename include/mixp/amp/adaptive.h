@@ -141,9 +141,9 @@ class AdaptivePrecision : public Fp8State::Extension {
   std::map<std::pair<int, int>, QuantizationStats> baselines_;
   std::map<int, double> gemm_baselines_;
   std::unique_ptr<Fp8State> fp8_layers_;
-  int64_t step_ = -1;           // the step begin() was last told of
-  bool measure_step_ = false;   // this step measures (on micro-batch 0)
-  bool measuring_ = false;      // and this micro-batch is the one
+  int64_t step_ = -1;          // the step begin() was last told of
+  bool measure_step_ = false;  // this step measures (on micro-batch 0)
+  bool measuring_ = false;     // and this micro-batch is the one
 };
 
 /// What `format` does to `values` (2-D, blocks along the last dimension) as input `role`,
