@@ -88,8 +88,9 @@ constexpr Preset kPresets[] = {
      .optimizer_precision = Precision::master_fp32,
      .loss_scaling = LossScaling::none,
      .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::mxfp4}}},
-    // Every Linear layer starts in NVFP4 (FP8 for auto-fp8) and moves by its statistics
-    // (mixp/amp/adaptive.h); none is kept in bf16 by position.
+    // Every eligible Linear layer starts in NVFP4 (FP8 for auto-fp8) and moves by its statistics
+    // (mixp/amp/adaptive.h). auto-fp4 keeps nvfp4's last 15% in bf16, as NVIDIA's recipe does;
+    // auto-fp8 has no such rule.
     {.name = "auto-fp8",
      .parameter_dtype = DType::f32,
      .compute_dtype = DType::bf16,
@@ -103,8 +104,7 @@ constexpr Preset kPresets[] = {
      .compute_dtype = DType::bf16,
      .optimizer_precision = Precision::master_fp32,
      .loss_scaling = LossScaling::none,
-     .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::nvfp4, .bf16_tail = 0.0},
-                      .adaptive = true}},
+     .fp8 = Fp8Recipe{.fp4 = Fp4Recipe{.scaling = Fp4Scaling::nvfp4}, .adaptive = true}},
     // The floor: the same layers in E2M1, with no scale and nothing else of the recipe.
     {.name = "fp4-e2m1-noscale",
      .parameter_dtype = DType::f32,

@@ -177,10 +177,11 @@ AdaptivePrecision* adaptive_of(Fp8State& state) {
 }
 
 AdaptivePrecision::AdaptivePrecision(AdaptiveRecipe recipe, Fp4Recipe fp4,
-                                     std::vector<std::string> layers)
+                                     std::vector<std::string> layers, std::vector<bool> eligible)
     : recipe_(recipe),
       fp4_(fp4),
       layers_(std::move(layers)),
+      eligible_(eligible.empty() ? std::vector<bool>(layers_.size(), true) : std::move(eligible)),
       formats_(layers_.size(), recipe.lowest),
       streaks_(layers_.size(), 0),
       measured_(layers_.size() * 2),
@@ -188,6 +189,10 @@ AdaptivePrecision::AdaptivePrecision(AdaptiveRecipe recipe, Fp4Recipe fp4,
                                                        .format = Fp8Format::e4m3,
                                                        .mx_scale_rounding = MxScaleRounding::up})) {
   MIXP_CHECK(recipe.lowest != LayerFormat::bf16, "adaptive precision starts in fp4 or fp8");
+  MIXP_CHECK(eligible_.size() == layers_.size(), "adaptive precision: ", eligible_.size(),
+             " eligibility flags for ", layers_.size(), " layers");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (!eligible_[i]) formats_[i] = LayerFormat::bf16;
   MIXP_CHECK(recipe.interval >= 1, "adaptive precision: interval must be at least 1, got ",
              recipe.interval);
   MIXP_CHECK(recipe.down_ratio > 0.0 && recipe.down_ratio < recipe.up_ratio,
@@ -288,6 +293,7 @@ void AdaptivePrecision::set_measurements(const std::vector<double>& values) {
 }
 
 void AdaptivePrecision::decide(size_t layer) {
+  if (!eligible_[layer]) return;
   const LayerFormat f = formats_[layer];
   auto move = [&](LayerFormat to, const char* statistic, double value) {
     decisions_.push_back({.step = step_ + 1,

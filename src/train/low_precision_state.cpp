@@ -30,11 +30,15 @@ std::unique_ptr<amp::Fp8State> make_low_precision_state(const amp::Preset& prese
     layers[i].fp4 = false;
   if (state->recipe().adaptive) {
     std::vector<std::string> names;
-    for (const auto& l : layers) names.push_back(l.name);
+    std::vector<bool> eligible;
+    for (const auto& l : layers) {
+      names.push_back(l.name);
+      eligible.push_back(l.fp4);
+    }
     state->set_extension(std::make_unique<amp::AdaptivePrecision>(
         amp::AdaptiveRecipe{.lowest = state->recipe().adaptive_from_fp8 ? amp::LayerFormat::fp8
                                                                         : amp::LayerFormat::fp4},
-        *state->recipe().fp4, std::move(names)));
+        *state->recipe().fp4, std::move(names), std::move(eligible)));
   }
   state->set_fp4_layers(std::move(layers));
   state->set_seed(seed);

@@ -121,6 +121,20 @@ TEST(AdaptiveDecisions, HysteresisUpAtOnceDownAfterPatience) {
   EXPECT_THROW(adaptive.set_measurements({1.0}), Error);
 }
 
+// A layer the recipe keeps in bf16 (auto-fp4's last layers) starts there and never moves.
+TEST(AdaptiveDecisions, ALayerTheRecipeKeepsStaysInBf16) {
+  amp::AdaptivePrecision a({.interval = 1}, kNvfp4, {"a", "b"}, {true, false});
+  EXPECT_EQ(a.format(0), LayerFormat::fp4);
+  EXPECT_EQ(a.format(1), LayerFormat::bf16);
+  a.begin(0, 0);
+  a.set_measurements(std::vector<double>(16, 9.0));
+  a.update();
+  EXPECT_EQ(a.format(0), LayerFormat::fp8);
+  EXPECT_EQ(a.format(1), LayerFormat::bf16);
+  EXPECT_EQ(a.decisions().size(), 1u);
+  EXPECT_THROW(amp::AdaptivePrecision({}, kNvfp4, {"a", "b"}, {true}), Error);
+}
+
 TEST(AdaptiveDecisions, TheStateRoundTripsThroughACheckpoint) {
   amp::AdaptivePrecision a = two_layers({.interval = 1});
   a.begin(0, 0);

@@ -14,8 +14,9 @@
 //   }
 //   for (const amp::PrecisionDecision& d : state->adaptive()->decisions()) ...
 //
-// How it decides. Every layer starts in the recipe's lowest format (FP4 for auto-fp4, FP8 for
-// auto-fp8). Every `interval` steps the first micro-batch measures, for each layer and each of
+// How it decides. Every eligible layer starts in the recipe's lowest format (FP4 for auto-fp4,
+// FP8 for auto-fp8); auto-fp4 takes NVIDIA's recipe's word that the last 15% of the Linear
+// layers are not eligible for FP4 (arXiv 2509.25149), and keeps those in bf16. Every `interval` steps the first micro-batch measures, for each layer and each of
 // its three GEMM inputs (the input x, the weight W, the output gradient dy), what every format
 // from the lowest up to FP8 would do to it, quantized as that format's recipe quantizes it
 // (FP4: the layer recipe's nvfp4 or mxfp4, weights in square tiles, nearest rounding; FP8:
@@ -87,8 +88,11 @@ struct PrecisionDecision {
 /// (Fp8State::set_extension) by train::make_low_precision_state under an adaptive preset.
 class AdaptivePrecision : public Fp8State::Extension {
  public:
-  /// `layers`: the Linear layers' names in model order; `fp4`: the FP4 format's recipe.
-  AdaptivePrecision(AdaptiveRecipe recipe, Fp4Recipe fp4, std::vector<std::string> layers);
+  /// `layers`: the Linear layers' names in model order; `fp4`: the FP4 format's recipe;
+  /// `eligible`: one flag per layer (empty: all), false for a layer the recipe keeps in bf16
+  /// whatever its statistics (FP4's last layers), which starts and stays there.
+  AdaptivePrecision(AdaptiveRecipe recipe, Fp4Recipe fp4, std::vector<std::string> layers,
+                    std::vector<bool> eligible = {});
   ~AdaptivePrecision() override;
 
   const AdaptiveRecipe& recipe() const { return recipe_; }
@@ -134,6 +138,7 @@ class AdaptivePrecision : public Fp8State::Extension {
   AdaptiveRecipe recipe_;
   Fp4Recipe fp4_;
   std::vector<std::string> layers_;
+  std::vector<bool> eligible_;
   std::vector<LayerFormat> formats_;
   std::vector<int> streaks_;
   std::vector<PrecisionDecision> decisions_;

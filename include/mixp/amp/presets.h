@@ -25,7 +25,7 @@
 //   auto-fp8         fp32  every Linear layer starts in FP8 (MXFP8) and moves to bf16 and back
 //                          by its own statistics (mixp/amp/adaptive.h); bf16 for the rest
 //   auto-fp4         fp32  the same from NVFP4 (nvfp4's recipe for the layers in FP4), through
-//                          FP8 to bf16
+//                          FP8 to bf16; nvfp4's last 15% of the Linear layers stay in bf16
 //   fp4-e2m1-noscale fp32  the same Linear layers in E2M1 with no scale at all, rounded to
 //                          nearest (the unscaled floor); bf16 for the rest
 //   (every fp8 and fp4 preset: params are the master, no loss scaling)
