@@ -391,6 +391,32 @@ InspectResult run_inspect(const InspectOptions& options) {
   return result;
 }
 
+namespace {
+
+// Under auto-fp8 or auto-fp4: each Linear layer's format after the inspected training steps,
+// the moves that led there, and the share of the FLOPs each format ran.
+std::string adaptive_precision_text(const TrainResult& t) {
+  if (t.layer_formats.empty()) return "";
+  std::string out = "adaptive precision after " + std::to_string(t.steps) + " steps:\n";
+  for (const auto& [layer, format] : t.layer_formats) out += "  " + layer + ": " + format + "\n";
+  char buf[160];
+  for (const amp::PrecisionDecision& d : t.precision_decisions) {
+    std::snprintf(buf, sizeof buf, "  step %lld: %s %s -> %s (%s %.3g)\n", (long long)d.step,
+                  d.layer.c_str(), amp::name_of(d.from), amp::name_of(d.to), d.statistic.c_str(),
+                  d.value);
+    out += buf;
+  }
+  std::string shares;
+  for (const auto& [format, share] : t.linear_flop_shares) {
+    std::snprintf(buf, sizeof buf, "%s%s %.1f%%", shares.empty() ? "" : ", ", format.c_str(),
+                  100.0 * share);
+    shares += buf;
+  }
+  return out + "  Linear FLOPs: " + shares + "\n";
+}
+
+}  // namespace
+
 std::string inspect_table(const InspectResult& r) {
   int k = 0;
   std::frexp(r.loss_scale, &k);
@@ -440,6 +466,7 @@ std::string inspect_table(const InspectResult& r) {
     for (const diag::Advice& a : r.advice) out += "  " + a.layer + ": " + a.reason + "\n";
   }
   out += block_scales_table(r.block_scales);
+  out += adaptive_precision_text(r.train);
   return out;
 }
 

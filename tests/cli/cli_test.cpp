@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/cli_fixture.h"
 #include "dataset/files.h"
 #include "mixp/amp/grad_scaler.h"
 #include "mixp/cpu.h"
@@ -22,7 +23,6 @@
 #include "mixp/runtime.h"
 #include "support/scratch.h"
 #include "support/vectors.h"
-#include "cli/cli_fixture.h"
 
 namespace mixp {
 namespace {
@@ -364,7 +364,6 @@ namespace {
 
 using namespace cli_test;
 
-
 TEST_F(Cli, TrainsTheCnnOnFashionMnistInAFewSteps) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
@@ -645,6 +644,46 @@ TEST_F(Cli, MxScaleRoundingIsPartOfTheRun) {
   const CliResult bad = mixp("eval '" + (dir_ / "floor").string() + "' --mx-scale-rounding ceil");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("--mx-scale-rounding"), std::string::npos) << bad.err;
+}
+
+// --fp4-without is part of the run: stored in run.json, kept by a resumed run, which refuses
+// another list; an unknown ingredient and an ablation of a preset without FP4 are refused.
+TEST_F(Cli, Fp4WithoutIsPartOfTheRun) {
+  const fs::path out = dir_ / "ablated";
+  const CliResult r = mixp(
+      "train --model deep-mlp --precision nvfp4 --steps 2 --checkpoint-every 2 "
+      "--fp4-without sr,hadamard --out '" +
+      out.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(slurp(out / "run.json").find("\"fp4_without\": \"hadamard,sr\""), std::string::npos);
+  const CliResult same = mixp("train --resume '" + out.string() + "' --fp4-without hadamard,sr");
+  EXPECT_EQ(same.status, 0) << same.err;
+  const CliResult other = mixp("train --resume '" + out.string() + "' --fp4-without sr");
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("--fp4-without sr differs from the run's hadamard,sr"),
+            std::string::npos)
+      << other.err;
+  const CliResult unknown =
+      mixp("train --model deep-mlp --precision nvfp4 --steps 1 --fp4-without rht --out '" +
+           (dir_ / "u").string() + "'");
+  EXPECT_EQ(unknown.status, 2);
+  EXPECT_NE(unknown.err.find("unknown FP4 ingredient 'rht'"), std::string::npos) << unknown.err;
+  const CliResult no_fp4 =
+      mixp("train --model deep-mlp --precision fp8 --steps 1 --fp4-without sr --out '" +
+           (dir_ / "n").string() + "'");
+  EXPECT_EQ(no_fp4.status, 2);
+  EXPECT_NE(no_fp4.err.find("has no FP4 recipe"), std::string::npos) << no_fp4.err;
+}
+
+// mixp inspect under auto-fp4 shows each Linear layer's format after its training steps and
+// the share of the Linear FLOPs that ran in each format.
+TEST_F(Cli, InspectShowsAdaptivePrecision) {
+  const CliResult r = mixp("inspect --model deep-mlp --precision auto-fp4 --steps 3 --out '" +
+                           (dir_ / "inspect").string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("adaptive precision after 3 steps:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": fp4\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Linear FLOPs: bf16 "), std::string::npos) << r.out;
 }
 
 // --underflow-growth reaches GradScalerOptions::underflow_fraction: on the deep narrow model,
@@ -929,8 +968,8 @@ TEST_F(CliReliability, ANonFiniteLossStopsWithTwoOrIsSkipped) {
   EXPECT_NE(r.err.find("the evaluation loss is"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(run / "model.safetensors"));
   // The same from the start: the same diagnosis.
-  const CliResult fresh = mixp(mlp(data, dir_ / "skip",
-                                   "--steps 6 --lr 1e30 --on-nonfinite skip --max-skipped-fraction 1"));
+  const CliResult fresh = mixp(
+      mlp(data, dir_ / "skip", "--steps 6 --lr 1e30 --on-nonfinite skip --max-skipped-fraction 1"));
   EXPECT_EQ(fresh.status, 2);
   const std::string diagnosis = r.err.substr(0, r.err.find(" The last good"));
   EXPECT_EQ(fresh.err.rfind(diagnosis, 0), 0u) << fresh.err;
