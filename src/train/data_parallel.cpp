@@ -239,8 +239,8 @@ void GradientReducer::write_back(const Bucket& b) {
 }
 
 // A parameter has a gradient after the step when it had one on any rank: a rank whose share of
-// a short last batch was empty still takes the step the others take.
-// One all-gather carries both, so that the step has one small collective fewer.
+// a short last batch was empty still takes the step the others take. The same all-gather
+// carries the caller's values (the loss and the stop flag), one small collective fewer a step.
 std::vector<double> GradientReducer::agree_on_gradients(const std::vector<double>& values) {
   std::vector<double> mine(had_gradient_.begin(), had_gradient_.end());
   mine.insert(mine.end(), values.begin(), values.end());
@@ -357,8 +357,10 @@ std::vector<double> DataParallel::gather(const std::vector<double>& local) const
 }
 
 DataParallel::Agreement DataParallel::reduce_gradients(double local_loss, bool local_stop) {
-  const std::vector<double> all = reducer_->finish({local_loss, local_stop ? 1.0 : 0.0});
-  sent_values_ += int64_t(reducer_->parameters() + 2) * (size() - 1);
+  const std::vector<double> mine{local_loss, local_stop ? 1.0 : 0.0};
+  const std::vector<double> all = reducer_->finish(mine);
+  // The all-gather's values: one flag per parameter (had a gradient) and these.
+  sent_values_ += int64_t(reducer_->parameters() + mine.size()) * (size() - 1);
   Agreement a;
   for (int r = 0; r < size(); ++r) {
     a.loss += all[size_t(2 * r)];

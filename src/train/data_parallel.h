@@ -48,7 +48,7 @@ class GradientReducer {
 
   /// The next backward is the step's last: its hooks start the buckets.
   void arm();
-  /// After the last backward: reduces the buckets not started yet, waits for every one, and
+  /// After the last backward: starts the buckets not started yet, waits for every one, and
   /// writes the reduced gradients back in their dtypes, also on a rank that had none of a
   /// parameter when another rank had (an empty share of a short batch). A gradient no rank had
   /// stays unset. A gradient in the wire dtype is a view of its bucket (it is reduced in place),
