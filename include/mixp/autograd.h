@@ -112,6 +112,16 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 ///   autograd::set_gradient_accumulated_hook(weight, [&] { ready.push_back(&weight); });
 void set_gradient_accumulated_hook(const Tensor& leaf, std::function<void()> hook);
 
+/// Makes backward write `leaf`'s gradient into `storage` when the leaf has none (the first
+/// accumulation of a step assigns into it, as into a new tensor), so that .grad() is then a view
+/// of memory the caller owns: data parallelism reduces gradients in place in its buckets. Used
+/// only while `storage`'s dtype is the leaf's gradient dtype; an undefined tensor removes it.
+/// Throws mixp::Error unless `leaf` is a leaf that requires a gradient and `storage` has its
+/// shape. The caller keeps the storage from being read elsewhere while .grad() is in use.
+///
+///   autograd::set_gradient_storage(weight, bucket.slice(at, at + weight.numel()).view(shape));
+void set_gradient_storage(const Tensor& leaf, const Tensor& storage);
+
 /// Sees the gradient that reaches a tensor during backward (diagnostics: mixp/diag/collector.h).
 using GradientHook = std::function<void(const Tensor& gradient)>;
 /// An alias of `t` (the same storage, shape and dtype) whose gradient passes unchanged through

@@ -66,7 +66,10 @@ struct AccumulateGrad : Node {
     const DType dtype = variable.grad_dtype();
     Tensor current = variable.grad();
     if (!current.defined()) {
-      Tensor fresh = empty(variable.shape(), dtype, MemoryTag::gradient);
+      const Tensor& storage = leaf->autograd.gradient_storage;
+      Tensor fresh = storage.defined() && storage.dtype() == dtype
+                         ? storage
+                         : empty(variable.shape(), dtype, MemoryTag::gradient);
       convert_elements(g, fresh);
       variable.set_grad(fresh);
     } else {
@@ -171,6 +174,15 @@ void set_gradient_accumulated_hook(const Tensor& leaf, std::function<void()> hoo
   MIXP_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.impl()->autograd.grad_fn,
              "set_gradient_accumulated_hook: the tensor must be a leaf that requires a gradient");
   leaf.impl()->autograd.on_accumulated = std::move(hook);
+}
+
+void set_gradient_storage(const Tensor& leaf, const Tensor& storage) {
+  MIXP_CHECK(leaf.defined() && leaf.requires_grad() && !leaf.impl()->autograd.grad_fn,
+             "set_gradient_storage: the tensor must be a leaf that requires a gradient");
+  MIXP_CHECK(!storage.defined() || storage.shape() == leaf.shape(), "set_gradient_storage: storage of shape ",
+             storage.defined() ? storage.shape().to_string() : std::string(),
+             " for a leaf of shape ", leaf.shape().to_string());
+  leaf.impl()->autograd.gradient_storage = storage;
 }
 
 Tensor with_gradient_hook(const Tensor& t, GradientHook hook) {

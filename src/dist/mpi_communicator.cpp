@@ -44,6 +44,7 @@ class MpiLibrary {
       int provided = 0;
       const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (code != MPI_SUCCESS) throw mpi_error(code, "MPI_Init_thread", 0, 0);
+      prefer_ring_for_non_blocking_all_reduce();
     }
     auto library = std::shared_ptr<MpiLibrary>(new MpiLibrary(!initialized));
     current = library;
@@ -57,6 +58,29 @@ class MpiLibrary {
 
  private:
   explicit MpiLibrary(bool owns_mpi) : owns_mpi_(owns_mpi) {}
+
+  // Open MPI's libnbc reduces an in-place all-reduce, or one among fewer than 4 ranks, on a
+  // binomial tree: rank 0 receives every element, adds, and sends the sums back, alone. Its ring
+  // splits the sums between the ranks; over shared memory it ran 12 MiB of f32 at 2 ranks in
+  // about a fifth of the time, as fast as the blocking MPI_Allreduce. Through MPI's tool
+  // interface, and only where nobody chose an algorithm (0: libnbc decides); another MPI has no
+  // such variable and is left as it is.
+  static void prefer_ring_for_non_blocking_all_reduce() {
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return;
+    int index = 0;
+    MPI_T_cvar_handle handle = nullptr;
+    int elements = 0, chosen = -1;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &elements) == MPI_SUCCESS) {
+      if (elements == 1 && MPI_T_cvar_read(handle, &chosen) == MPI_SUCCESS && chosen == 0) {
+        const int ring = 1;
+        MPI_T_cvar_write(handle, &ring);
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+  }
   bool owns_mpi_;
 };
 

@@ -33,6 +33,7 @@ struct AutogradMeta {
   uint32_t output_nr = 0;                          // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // for leaves: shared by every use
   std::function<void()> on_accumulated;            // for leaves: after backward added to .grad
+  Tensor gradient_storage;                         // for leaves: where a new .grad is written
 };
 
 struct TensorImpl {

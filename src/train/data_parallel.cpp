@@ -48,6 +48,7 @@ GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Ten
     int64_t count = 0;
     for (size_t k : buckets_[i].params) count += params_[k].numel();
     buckets_[i].buffer = zeros({count}, dtypes[i], MemoryTag::gradient);
+    view_gradients_in(buckets_[i]);
   }
   had_gradient_.assign(params_.size(), false);
   for (size_t k = 0; k < params_.size(); ++k)
@@ -55,11 +56,33 @@ GradientReducer::GradientReducer(dist::Communicator& comm, const std::vector<Ten
 }
 
 GradientReducer::~GradientReducer() {
-  for (const Tensor& p : params_) autograd::set_gradient_accumulated_hook(p, {});
+  for (const Tensor& p : params_) {
+    autograd::set_gradient_accumulated_hook(p, {});
+    autograd::set_gradient_storage(p, Tensor());
+  }
   for (Bucket& b : buckets_) b.request = dist::Request();  // waits
 }
 
 void GradientReducer::arm() { armed_ = true; }
+
+Tensor GradientReducer::part_of(const Bucket& b, size_t j) const {
+  const Tensor& p = params_[b.params[j]];
+  return b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(p.shape());
+}
+
+// A gradient in the wire dtype lives in its bucket (PyTorch DDP's gradient_as_bucket_view):
+// backward writes it there and the reduction sums it in place, with no copy in or out.
+void GradientReducer::view_gradients_in(const Bucket& b) {
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const Tensor& p = params_[b.params[j]];
+    if (p.grad_dtype() == b.buffer.dtype()) autograd::set_gradient_storage(p, part_of(b, j));
+  }
+}
+
+bool GradientReducer::in_bucket(const Tensor& gradient, const Bucket& b, size_t j) const {
+  return gradient.defined() && gradient.dtype() == b.buffer.dtype() &&
+         gradient.raw_data() == part_of(b, j).raw_data();
+}
 
 void GradientReducer::on_ready(size_t param) {
   if (!armed_ || ready_[param]) return;
@@ -149,18 +172,24 @@ void GradientReducer::start(Bucket& b) {
         {b.shard.raw_data(), size_t(b.shard.numel()), b.shard.dtype()}, settings_.op);
     return;
   }
+  fill(b);
+  b.request = comm_.start_all_reduce(
+      {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()}, settings_.op);
+}
+
+// Each gradient into its part of the bucket unless it is there already; zeros for a gradient
+// this rank does not have.
+void GradientReducer::fill(Bucket& b) {
   for (size_t j = 0; j < b.params.size(); ++j) {
-    const Tensor& p = params_[b.params[j]];
-    Tensor part = b.buffer.slice(b.starts[j], b.starts[j] + p.numel());
-    const Tensor g = p.grad();
+    const Tensor g = params_[b.params[j]].grad();
     had_gradient_[b.params[j]] = g.defined();
+    if (in_bucket(g, b, j)) continue;
+    Tensor part = part_of(b, j);
     if (g.defined())
-      part.copy_(g.reshape({-1}));
+      part.copy_(g);
     else
       part.fill_(0.0);
   }
-  b.request = comm_.start_all_reduce(
-      {b.buffer.raw_data(), size_t(b.buffer.numel()), b.buffer.dtype()}, settings_.op);
 }
 
 std::vector<std::vector<size_t>> GradientReducer::bucket_parameters() const {
@@ -169,43 +198,63 @@ std::vector<std::vector<size_t>> GradientReducer::bucket_parameters() const {
   return out;
 }
 
-void GradientReducer::finish() {
+std::vector<double> GradientReducer::finish(const std::vector<double>& values) {
   armed_ = false;
   started_during_backward_ = next_to_start_;
   while (next_to_start_ < buckets_.size()) start(buckets_[next_to_start_++]);
-  agree_on_gradients();
+  std::vector<double> all = agree_on_gradients(values);
   for (Bucket& b : buckets_) {
     b.request.wait();
     b.ready = 0;
-    if (settings_.pieces) {
+    if (settings_.pieces)
       finish_pieces(b);
-      continue;
-    }
-    for (size_t j = 0; j < b.params.size(); ++j) {
-      const size_t k = b.params[j];
-      if (!had_gradient_[k]) continue;
-      Tensor p = params_[k];
-      const Tensor sum = b.buffer.slice(b.starts[j], b.starts[j] + p.numel()).view(p.shape());
-      Tensor g = p.grad();
-      if (!g.defined()) {  // this rank's share of the batch was empty, not the others'
-        g = empty(p.shape(), p.grad_dtype(), MemoryTag::gradient);
-        p.set_grad(g);
-      }
-      g.copy_(sum);
-    }
+    else
+      write_back(b);
   }
   ready_.assign(params_.size(), false);
   next_to_start_ = 0;
+  return all;
+}
+
+// The reduced gradients into the parameters' own, in their dtypes, unless they are views of the
+// bucket; a parameter this rank had no gradient of gets one when another rank had.
+void GradientReducer::write_back(const Bucket& b) {
+  for (size_t j = 0; j < b.params.size(); ++j) {
+    const size_t k = b.params[j];
+    if (!had_gradient_[k]) continue;
+    Tensor p = params_[k];
+    Tensor g = p.grad();
+    if (in_bucket(g, b, j)) continue;
+    const Tensor sum = part_of(b, j);
+    if (!g.defined()) {  // this rank's share of the batch was empty, not the others'
+      if (p.grad_dtype() == sum.dtype()) {
+        p.set_grad(sum);
+        continue;
+      }
+      g = empty(p.shape(), p.grad_dtype(), MemoryTag::gradient);
+      p.set_grad(g);
+    }
+    g.copy_(sum);
+  }
 }
 
 // A parameter has a gradient after the step when it had one on any rank: a rank whose share of
-// a short last batch was empty still takes the step the others take.
-void GradientReducer::agree_on_gradients() {
-  std::vector<uint8_t> mine(had_gradient_.begin(), had_gradient_.end());
-  std::vector<uint8_t> all(mine.size() * size_t(comm_.size()));
-  comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i] != 0) had_gradient_[i % mine.size()] = true;
+// a short last batch was empty still takes the step the others take. The same all-gather
+// carries the caller's values (the loss and the stop flag), one small collective fewer a step.
+std::vector<double> GradientReducer::agree_on_gradients(const std::vector<double>& values) {
+  std::vector<double> mine(had_gradient_.begin(), had_gradient_.end());
+  mine.insert(mine.end(), values.begin(), values.end());
+  std::vector<double> all(mine.size() * size_t(comm_.size()));
+  comm_.all_gather(std::span<const double>(mine), std::span(all));
+  std::vector<double> gathered;
+  for (int r = 0; r < comm_.size(); ++r) {
+    const auto at = all.begin() + std::ptrdiff_t(size_t(r) * mine.size());
+    for (size_t i = 0; i < had_gradient_.size(); ++i)
+      if (at[std::ptrdiff_t(i)] != 0.0) had_gradient_[i] = true;
+    gathered.insert(gathered.end(), at + std::ptrdiff_t(had_gradient_.size()),
+                    at + std::ptrdiff_t(mine.size()));
+  }
+  return gathered;
 }
 
 std::string GradientReducer::wire_dtypes() const {
@@ -307,8 +356,11 @@ std::vector<double> DataParallel::gather(const std::vector<double>& local) const
   return all;
 }
 
-DataParallel::Agreement DataParallel::agree(double local_loss, bool local_stop) const {
-  const std::vector<double> all = gather({local_loss, local_stop ? 1.0 : 0.0});
+DataParallel::Agreement DataParallel::reduce_gradients(double local_loss, bool local_stop) {
+  const std::vector<double> mine{local_loss, local_stop ? 1.0 : 0.0};
+  const std::vector<double> all = reducer_->finish(mine);
+  // The all-gather's values: one flag per parameter (had a gradient) and these.
+  sent_values_ += int64_t(reducer_->parameters() + mine.size()) * (size() - 1);
   Agreement a;
   for (int r = 0; r < size(); ++r) {
     a.loss += all[size_t(2 * r)];

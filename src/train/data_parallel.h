@@ -51,8 +51,12 @@ class GradientReducer {
   /// After the last backward: starts the buckets not started yet, waits for every one, and
   /// writes the reduced gradients back in their dtypes, also on a rank that had none of a
   /// parameter when another rank had (an empty share of a short batch). A gradient no rank had
-  /// stays unset.
-  void finish();
+  /// stays unset. A gradient in the wire dtype is a view of its bucket (it is reduced in place),
+  /// valid until the next step's backward writes the bucket again. `values` travel in the same
+  /// all-gather as which gradients each rank had; returns every rank's, rank 0's first.
+  std::vector<double> finish(const std::vector<double>& values = {});
+  /// How many parameters it reduces.
+  size_t parameters() const { return params_.size(); }
   /// The bytes of all buckets: what each rank contributes to the reduction per step.
   int64_t payload_bytes() const;
   /// What each rank sends per step: (N - 1) / N of the payload for a reduce-scatter, twice that
@@ -85,10 +89,15 @@ class GradientReducer {
   void on_ready(size_t param);
   void start_ready_buckets();
   void start(Bucket& bucket);
+  void fill(Bucket& bucket);
+  void write_back(const Bucket& bucket);
+  Tensor part_of(const Bucket& bucket, size_t j) const;
+  void view_gradients_in(const Bucket& bucket);
+  bool in_bucket(const Tensor& gradient, const Bucket& bucket, size_t j) const;
   void lay_out_pieces(Bucket& bucket, DType dtype);
   void fill_pieces(Bucket& bucket);
   void finish_pieces(const Bucket& bucket);
-  void agree_on_gradients();
+  std::vector<double> agree_on_gradients(const std::vector<double>& values);
 
   dist::Communicator& comm_;
   std::vector<Tensor> params_;
@@ -130,7 +139,9 @@ class DataParallel {
     double loss = 0.0;
     bool stop = false;
   };
-  Agreement agree(double local_loss, bool local_stop) const;
+  /// After the step's last backward: the reducer's finish(), whose all-gather carries the loss
+  /// and the stop flag too.
+  Agreement reduce_gradients(double local_loss, bool local_stop);
   /// Whether `local` is true on any rank.
   bool any(bool local) const;
   /// found-inf of each optimizer: true on every rank when true on any.

@@ -144,7 +144,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   out.loss = forward_backward(batch);
   if (parallel_) {
     const DataParallel::Agreement agreed =
-        parallel_->agree(out.loss, o_.stop_requested && o_.stop_requested());
+        parallel_->reduce_gradients(out.loss, o_.stop_requested && o_.stop_requested());
     out.loss = agreed.loss;
     out.stop = agreed.stop;
   }
@@ -230,7 +230,6 @@ double Trainer::forward_backward(const data::Batch& batch) {
     if (base) check_micro_batch_draws(*base, index, *model_.generator_state());
   }
   if (base) model_.set_generator_state(micro_batch_generator(*base, parts));
-  if (parallel_) parallel_->reducer().finish();
   return loss_sum;
 }
 

@@ -47,6 +47,30 @@ TEST(Autograd, TheAccumulatedHookSeesTheFinalGradientOncePerBackward) {
   EXPECT_THROW(autograd::set_gradient_accumulated_hook(not_leaf, [] {}), Error);
 }
 
+// Backward writes a leaf's first gradient of a step into the storage given (assigned, so -0.0
+// stays -0.0), adds later ones there in place, and takes new memory when the storage's dtype is
+// not the gradient's.
+TEST(Autograd, AGradientGoesIntoTheStorageGivenForIt) {
+  Tensor a = from_values({1, 2}, {2}).set_requires_grad(true);
+  Tensor buffer = zeros({5});
+  const Tensor storage = buffer.slice(1, 3);
+  autograd::set_gradient_storage(a, storage);
+  ops::sum(ops::mul(a, from_values({-0.0, 3}, {2}))).backward();
+  ASSERT_EQ(a.grad().raw_data(), storage.raw_data());
+  EXPECT_TRUE(std::signbit(a.grad().to_vector()[0]));
+  EXPECT_EQ(buffer.to_vector(), (std::vector<double>{0, -0.0, 3, 0, 0}));
+  ops::sum(a).backward();  // accumulates in place
+  EXPECT_EQ(a.grad().raw_data(), storage.raw_data());
+  EXPECT_EQ(buffer.to_vector(), (std::vector<double>{0, 1, 4, 0, 0}));
+  a.set_grad(Tensor());
+  a.set_grad_dtype(DType::f64);
+  ops::sum(a).backward();
+  EXPECT_NE(a.grad().raw_data(), storage.raw_data());
+  EXPECT_EQ(a.grad().dtype(), DType::f64);
+  EXPECT_THROW(autograd::set_gradient_storage(a, zeros({3})), Error);
+  EXPECT_THROW(autograd::set_gradient_storage(ops::mul(a, a), storage), Error);
+}
+
 TEST(Autograd, NoGradDetachAndLeaves) {
   Tensor x = ones({2}).set_requires_grad(true);
   {

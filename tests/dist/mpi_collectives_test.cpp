@@ -295,6 +295,26 @@ TEST(MpiCommunicator, MpiErrorsNameTheOperationAndTheRank) {
   }
 }
 
+// Open MPI's libnbc would reduce a started all-reduce of 2 or 3 ranks, or any in place, on a
+// binomial tree (rank 0 adds alone); the communicator that initialized MPI chose the ring, which
+// splits the additions between the ranks. Other MPIs have no such variable.
+TEST(MpiCommunicator, StartedAllReducesTakeLibnbcsRing) {
+  int provided = 0;
+  ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided), MPI_SUCCESS);
+  int index = 0;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS) {
+    MPI_T_finalize();
+    GTEST_SKIP() << "this MPI has no libnbc";
+  }
+  MPI_T_cvar_handle handle = nullptr;
+  int elements = 0, algorithm = -1;
+  ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &elements), MPI_SUCCESS);
+  ASSERT_EQ(MPI_T_cvar_read(handle, &algorithm), MPI_SUCCESS);
+  MPI_T_cvar_handle_free(&handle);
+  MPI_T_finalize();
+  EXPECT_EQ(algorithm, 1) << "libnbc's iallreduce algorithm (1: ring)";
+}
+
 TEST(MpiCommunicator, ASecondCommunicatorSharesTheSession) {
   auto second = make_communicator();
   EXPECT_EQ(second->size(), ranks());

@@ -3,6 +3,7 @@
 // gradients are final, and that the gradients come back as they were.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "mixp/autograd.h"
@@ -69,6 +70,57 @@ TEST(GradientReducer, TheArmedBackwardStartsEveryBucketAndTheGradientsComeBack) 
     const std::vector<double> want = ops::add(g, g).to(DType::bf16).to_vector();
     EXPECT_EQ(chain.weights[i].grad().to_vector(), want) << "weight " << i;
   }
+}
+
+// A gradient in the wire dtype is written by backward into its bucket and reduced there: it
+// keeps its storage from step to step (nothing is copied in or out), and its bits are those of
+// a leaf without a reducer, over an accumulating micro-batch and an armed one.
+TEST(GradientReducer, AGradientInTheWireDtypeIsItsBucketAndKeepsItsBits) {
+  Chain chain, reference;
+  auto comm = dist::make_communicator(dist::Backend::single_process);
+  GradientReducer reducer(*comm, chain.weights,
+                          {.wire = DType::f32, .bucket_bytes = 600 << 10, .first_bucket_bytes = 1});
+  const Tensor x = full({8, 256}, 1.0);
+  std::vector<const void*> storage;
+  for (int step = 0; step < 2; ++step) {
+    for (Tensor& w : reference.weights) w.set_grad(Tensor());
+    for (Tensor& w : chain.weights) w.set_grad(Tensor());
+    reference.loss(x).backward();
+    reference.loss(ops::mul_scalar(x, 0.5)).backward();
+    chain.loss(x).backward();
+    reducer.arm();
+    chain.loss(ops::mul_scalar(x, 0.5)).backward();
+    reducer.finish();
+    for (size_t i = 0; i < chain.weights.size(); ++i) {
+      const Tensor g = chain.weights[i].grad();
+      ASSERT_TRUE(g.defined()) << "weight " << i;
+      EXPECT_EQ(g.to_vector(), reference.weights[i].grad().to_vector()) << "weight " << i;
+      if (step == 0) storage.push_back(g.raw_data());
+      EXPECT_EQ(g.raw_data(), storage[i]) << "weight " << i << " at step " << step;
+    }
+  }
+  // Weights 2 and 1 share a bucket, 2 first (reverse order): they lie one after the other in it.
+  EXPECT_EQ(static_cast<const char*>(storage[2]) + 256 * 256 * 4, storage[1]);
+}
+
+// The first accumulation assigns, as without a reducer: a gradient of -0.0 stays -0.0 (0 + -0.0
+// would be +0.0); a parameter that backward does not reach keeps no gradient; one in another
+// dtype than the wire is copied in and back.
+TEST(GradientReducer, ABucketGradientIsAssignedFirstAndAbsentWhenNotReached) {
+  std::vector<Tensor> params{full({3}, 1.0).set_requires_grad(true),
+                             full({2}, 1.0).set_requires_grad(true),
+                             full({4}, 1.0, DType::bf16).set_requires_grad(true)};
+  auto comm = dist::make_communicator(dist::Backend::single_process);
+  GradientReducer reducer(*comm, params, {.wire = DType::f32});
+  reducer.arm();
+  const Tensor loss = ops::add(ops::sum(ops::mul(params[0], full({3}, -0.0))),
+                               ops::sum(ops::mul_scalar(params[2].to(DType::f32), 2.0)));
+  loss.backward();
+  reducer.finish();
+  for (double g : params[0].grad().to_vector()) EXPECT_TRUE(g == 0.0 && std::signbit(g)) << g;
+  EXPECT_FALSE(params[1].grad().defined());
+  EXPECT_EQ(params[2].grad().dtype(), DType::bf16);
+  EXPECT_EQ(params[2].grad().to_vector(), std::vector<double>(4, 2.0));
 }
 
 }  // namespace
