@@ -149,8 +149,10 @@ Pair deterministic_pair(RunConfig c, const std::string& name) {
   return p;
 }
 
+// FP4 too: its stochastic rounding draws by micro-batch, and adaptive precision decides on the
+// ranks' agreed measurements of micro-batch 0.
 TEST(DataParallel, DeterministicRanksAreBitwiseOneProcessAccumulating) {
-  for (const char* precision : {"fp32", "amp-bf16", "bf16", "amp-fp16"}) {
+  for (const char* precision : {"fp32", "amp-bf16", "bf16", "amp-fp16", "nvfp4", "auto-fp4"}) {
     SCOPED_TRACE(precision);
     const Pair p = deterministic_pair(gpt_run(precision, ""), std::string("gpt-") + precision);
     EXPECT_EQ(p.ranks.world_size, ranks());
@@ -160,7 +162,9 @@ TEST(DataParallel, DeterministicRanksAreBitwiseOneProcessAccumulating) {
     for (size_t i = 0; i < p.ranks.log.size(); ++i)
       EXPECT_EQ(p.ranks.log[i].loss, p.alone.log[i].loss) << "line " << i;
     // Evaluation is shared and summed: the same up to the fp32 means of the loss over a
-    // batch's share instead of the whole batch.
+    // batch's share instead of the whole batch. Not under FP4, whose tensor scale is the
+    // amax of what is quantized: a share of an evaluation batch scales by its own.
+    if (std::string(precision).find("fp4") != std::string::npos) continue;
     const double rtol = test::tolerance(DType::f32, 8 * 16).rtol;
     EXPECT_NEAR(p.ranks.final_eval_loss, p.alone.final_eval_loss,
                 rtol * std::fabs(p.alone.final_eval_loss));
