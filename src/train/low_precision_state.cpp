@@ -22,7 +22,7 @@ std::unique_ptr<amp::Fp8State> make_low_precision_state(const amp::Preset& prese
     if (auto* linear = dynamic_cast<nn::Linear*>(m))
       layers.push_back({.name = name, .weight = linear->weight().impl(), .fp4 = true});
   }
-  // The last layers, nearest the loss, are the most sensitive (arXiv 2509.25149, section 4).
+  // The last layers, nearest the loss, are the most sensitive to FP4 (arXiv 2509.25149).
   const double tail = state->recipe().fp4->bf16_tail;
   // (A hair below the product, so that 0.15 x 20 layers keeps 3, not 4.)
   const size_t kept = size_t(std::ceil(tail * double(layers.size()) - 1e-9));
