@@ -135,22 +135,6 @@ void calibrate(BuiltinModel& model, const EvalData& d, const amp::Preset& preset
   fp8.update();
 }
 
-// The FP8 state the run's weights were evaluated with at the end of training: that of its
-// checkpoint of the same step (every finished run keeps one of its end), when there is one.
-std::optional<StateDict> saved_fp8_state(const TrainedModel& t) {
-  const std::filesystem::path source(t.source);
-  const std::string checkpoint =
-      source.filename().string().rfind("checkpoint-", 0) == 0
-          ? t.source
-          : (source.parent_path() / io::checkpoint_file_name(t.step)).string();
-  if (t.step <= 0 || !std::filesystem::is_regular_file(checkpoint)) return std::nullopt;
-  const io::Checkpoint c = io::read_checkpoint(checkpoint);
-  if (c.version < 2 || c.step != t.step) return std::nullopt;
-  StateDict fp8 = c.state.part("fp8");
-  if (fp8.tensors.empty()) return std::nullopt;
-  return fp8;
-}
-
 EvalRow evaluate_under(const TrainedWeights& weights, const std::string& precision,
                        const EvalData& d, std::optional<amp::MxScaleRounding> mx_rounding) {
   EvalRow row{.precision = precision, .metrics = std::nullopt, .error = {}};
@@ -170,7 +154,7 @@ EvalRow evaluate_under(const TrainedWeights& weights, const std::string& precisi
     std::optional<StateDict> saved;
     if (fp8 && precision == t.config.train.precision &&
         rounding == t.config.train.mx_scale_rounding)
-      saved = saved_fp8_state(t);
+      saved = saved_precision_state(t);
     if (saved)
       fp8->load_state_dict(*saved);
     else if (fp8)

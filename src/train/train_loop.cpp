@@ -389,6 +389,8 @@ void Trainer::sample_if_due() {
       .prompt = std::string(1, v.find('\n') != std::string::npos ? '\n' : v[0]),
       .tokens = o_.sample_tokens,
       .seed = o_.seed};
+  // Adaptive precision: the sample's layers in the formats they have reached.
+  if (fp8_ && fp8_->extension()) sample_inference_->load_precision_state(fp8_->state_dict());
   model_.set_training(false);
   const std::string text = sample(*sample_model_, v, *sample_inference_, options);
   model_.set_training(true);

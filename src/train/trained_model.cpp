@@ -155,6 +155,24 @@ void Inference::cast_parameters() {
   nn::replace_parameters(model_, cast);
 }
 
+std::optional<StateDict> saved_precision_state(const TrainedModel& t) {
+  const std::filesystem::path source(t.source);
+  const std::string checkpoint =
+      source.filename().string().rfind("checkpoint-", 0) == 0
+          ? t.source
+          : (source.parent_path() / io::checkpoint_file_name(t.step)).string();
+  if (t.step <= 0 || !std::filesystem::is_regular_file(checkpoint)) return std::nullopt;
+  const io::Checkpoint c = io::read_checkpoint(checkpoint);
+  if (c.version < 2 || c.step != t.step) return std::nullopt;
+  StateDict fp8 = c.state.part("fp8");
+  if (fp8.tensors.empty()) return std::nullopt;
+  return fp8;
+}
+
+void Inference::load_precision_state(const StateDict& state) {
+  if (fp8_ && fp8_->extension()) fp8_->load_state_dict(state);
+}
+
 void Inference::run(const std::function<void()>& f) {
   NoGradGuard no_grad;
   {

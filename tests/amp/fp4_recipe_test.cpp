@@ -27,6 +27,7 @@
 #include "mixp/optim/adamw.h"
 #include "mixp/runtime.h"
 #include "mixp/train/run.h"
+#include "mixp/train/trained_model.h"
 #include "ops/fp8_ops.h"
 #include "support/scratch.h"
 #include "support/tolerance.h"
@@ -487,8 +488,10 @@ void expect_resumed_run_is_straight_run(const std::string& precision) {
   for (const auto& [format, share] : straight.linear_flop_shares) shares += share;
   EXPECT_NEAR(shares, 1.0, 1e-12);
   EXPECT_GT(straight.linear_flop_shares.at("fp4"), 0.5);
-  const io::SafetensorsFile a = io::read_safetensors((dir / "straight" / "model.safetensors").string());
-  const io::SafetensorsFile b = io::read_safetensors((dir / "resumed" / "model.safetensors").string());
+  const io::SafetensorsFile a =
+      io::read_safetensors((dir / "straight" / "model.safetensors").string());
+  const io::SafetensorsFile b =
+      io::read_safetensors((dir / "resumed" / "model.safetensors").string());
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, t] : a.tensors) {
     ASSERT_TRUE(b.tensors.count(name)) << name;
@@ -496,6 +499,49 @@ void expect_resumed_run_is_straight_run(const std::string& precision) {
                 io::encode_safetensors({{name, b.tensors.at(name)}}))
         << name << " differs between the straight and the resumed run";
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Inference of an auto-fp4 run takes the layer formats the run reached from its last
+// checkpoint: the saved state computes as the run ended, and a state whose eligible layers were
+// all moved to bf16 computes otherwise.
+TEST(Fp4Training, InferenceTakesTheFormatsAnAdaptiveRunReached) {
+  const std::filesystem::path dir = test::scratch_path("mixp_auto_inference_");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 400; ++i) text << "in the beginning was the word " << i % 7 << "\n";
+  }
+  train::RunConfig c;
+  c.model = {.name = "gpt", .layers = 2, .heads = 2, .width = 32, .context = 16};
+  c.data = (dir / "text.txt").string();
+  c.batch = 4;
+  c.train.precision = "auto-fp4";
+  c.train.steps = 3;
+  c.train.threads = 1;
+  c.train.out_dir = (dir / "run").string();
+  (void)train::run_train(c);
+  const train::TrainedModel t = train::load_trained_model((dir / "run").string());
+  const std::optional<StateDict> saved = train::saved_precision_state(t);
+  ASSERT_TRUE(saved.has_value());
+  ASSERT_TRUE(saved->values.count("adaptive"));
+  const Tensor tokens = from_values({1, 2, 3, 4, 5, 6, 7, 8}, {1, 8}, DType::i64);
+  auto logits = [&](const StateDict* state) {
+    train::Inference inference(*t.model, "auto-fp4");
+    if (state) inference.load_precision_state(*state);
+    Tensor out;
+    inference.run([&] { out = t.model->forward(tokens); });
+    return out.to(DType::f32).to_vector();
+  };
+  EXPECT_EQ(logits(&*saved), logits(nullptr));  // 3 steps: nothing moved yet
+  StateDict moved = *saved;
+  std::string adaptive = moved.values.at("adaptive");
+  for (size_t at = adaptive.find("\"fp4\""); at != std::string::npos;
+       at = adaptive.find("\"fp4\"", at))
+    adaptive.replace(at, 5, "\"bf16\"");
+  moved.values["adaptive"] = adaptive;
+  EXPECT_NE(logits(&moved), logits(nullptr));
   std::filesystem::remove_all(dir);
 }
 

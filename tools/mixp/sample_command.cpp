@@ -54,6 +54,9 @@ int run_sample_command(const SampleCommandOptions& o, std::FILE* out) {
   train::Inference inference(
       *t.model, precision, t.config.train.mx_scale_rounding,
       precision == t.config.train.precision ? t.config.train.fp4_without : amp::Fp4Ablation{});
+  if (precision == t.config.train.precision)  // adaptive precision: the formats it reached
+    if (const std::optional<StateDict> state = train::saved_precision_state(t))
+      inference.load_precision_state(*state);
   inference.cast_parameters();
   train::sample(*t.model, t.vocabulary, inference, chosen, [&](const std::string& piece) {
     std::fputs(piece.c_str(), out);

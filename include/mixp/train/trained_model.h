@@ -69,6 +69,11 @@ TrainedModel build_trained_model(const TrainedWeights& weights);
 void load_weights(nn::Model& model, const std::map<std::string, Tensor>& tensors,
                   const std::string& source);
 
+/// The FP8/FP4 state a run's weights ended training with (amax histories, FP4's Hadamard signs,
+/// adaptive precision's layer formats): that of its checkpoint of the same step, which every
+/// finished run keeps; nothing when there is none or it holds no such state.
+std::optional<StateDict> saved_precision_state(const TrainedModel& trained);
+
 /// Forward passes for inference under a precision preset: the preset's Autocast (and FP8)
 /// scope, no autograd. Its FP8 state is its own: under delayed scaling the scales follow the
 /// amax of the earlier calls (update() after each), and the first call uses the recipe's
@@ -86,6 +91,9 @@ class Inference {
   void cast_parameters();
   /// Runs f() inside the preset's scopes, without gradients.
   void run(const std::function<void()>& f);
+  /// Takes the FP8/FP4 state a run ended with (saved_precision_state), so that an adaptive
+  /// preset's layers compute in the formats they had reached; nothing under other presets.
+  void load_precision_state(const StateDict& state);
   const amp::Preset& preset() const { return preset_; }
 
  private:
