@@ -12,23 +12,22 @@
 //     opt.step();
 //     state->update();                         // decides, on measuring steps
 //   }
-//   for (const amp::PrecisionDecision& d : state->adaptive()->decisions()) ...
+//   for (const amp::PrecisionDecision& d : amp::adaptive_of(*state)->decisions()) ...
 //
 // How it decides. Every eligible layer starts in the recipe's lowest format (FP4 for auto-fp4,
 // FP8 for auto-fp8); auto-fp4 takes NVIDIA's recipe's word that the last 15% of the Linear
-// layers are not eligible for FP4 (arXiv 2509.25149), and keeps those in bf16. Every `interval` steps the first micro-batch measures, for each layer and each of
-// its three GEMM inputs (the input x, the weight W, the output gradient dy), what every format
-// from the lowest up to FP8 would do to it, quantized as that format's recipe quantizes it
-// (FP4: the layer recipe's nvfp4 or mxfp4, weights in square tiles, nearest rounding; FP8:
-// MXFP8, E4M3 with E8M0 scales per 32, rounded up) against the same values in bf16:
-//   error     the relative RMS error ||q(v) - v|| / ||v||, v the bf16 values;
-//   flushed   the fraction of nonzero values that quantize to zero;
-//   saturated the fraction clipped at the format's largest magnitude;
-//   subnormal the fraction that lands on the element format's subnormals.
-// A layer's badness in a format is the largest, over its three inputs, of its error over the
-// error of a standard normal tensor of the same shape class in that format (so 1 means "as
-// well as Gaussian data"), and its flush excess the largest flushed fraction above the normal
-// tensor's. After the measuring step (update()):
+// layers are not eligible for FP4 (arXiv 2509.25149), and keeps those in bf16. Every `interval`
+// steps the first micro-batch measures, for each layer and each format from the lowest up to
+// FP8, quantized as that format quantizes (FP4: the layer recipe's nvfp4 or mxfp4, weights in
+// square tiles, nearest rounding; FP8: MXFP8, E4M3 with E8M0 scales per 32, rounded up):
+//   the relative RMS error of the layer's forward product q(x) q(W)^T and of its
+//   weight-gradient product q(dy^T) q(x^T)^T against the products of the bf16 values, each
+//   over the same format's error on the product of two standard normal tensors (so 1 means
+//   "as accurate as on well-behaved data"): the larger is the layer's badness;
+//   the fraction of the nonzero values of x, W and dy that quantize to zero, above the normal
+//   tensor's fraction: the largest is the flush excess; and whether any value is non-finite.
+// quantization_stats gives a tensor's error, flushed, saturated and subnormal fractions.
+// After the measuring step (update()):
 //   up:   badness > up_ratio, or flush excess > flush_margin, or a non-finite value: the layer
 //         moves one format up (FP4 -> FP8 -> bf16), at once;
 //   down: in the format below, badness < down_ratio and flush excess < flush_margin / 2 in

@@ -143,7 +143,8 @@ struct Fp8Recipe {
   /// FP8 fields above are unused.
   std::optional<Fp4Recipe> fp4 = std::nullopt;
   /// With fp4: each Linear layer's format (FP4, FP8 or bf16) adapts to its statistics
-  /// (mixp/amp/adaptive.h); every layer starts in FP4, or in FP8 when adaptive_from_fp8.
+  /// (mixp/amp/adaptive.h); every eligible layer starts in FP4, or in FP8 when
+  /// adaptive_from_fp8.
   bool adaptive = false;
   bool adaptive_from_fp8 = false;
 };
@@ -256,6 +257,7 @@ class Fp8State {
   /// Site `index` (created on first use with `roles`); mixp::Error when it exists with another
   /// kind. Used by the FP8 ops.
   std::shared_ptr<Site> site(size_t index, const std::string& kind, std::span<const Fp8Role> roles);
+
   // ---- FP4 recipes (recipe().fp4) ----
 
   /// A Linear layer under an FP4 recipe: its name, its weight, and whether it computes in FP4.
@@ -264,8 +266,8 @@ class Fp8State {
     const TensorImpl* weight = nullptr;
     bool fp4 = false;
   };
-  /// The model's Linear layers in model order (set by the trainer, from nn::Module's
-  /// named_modules(); mixp::train::plan_fp4_layers applies the recipe's bf16_tail).
+  /// The model's Linear layers in model order (set by train::make_low_precision_state, from
+  /// nn::Module's named_modules(), with the recipe's bf16_tail applied).
   void set_fp4_layers(std::vector<Fp4Layer> layers);
   const std::vector<Fp4Layer>& fp4_layers() const { return fp4_layers_; }
   /// The index in fp4_layers() of the layer whose weight is `weight` and that computes in FP4;
