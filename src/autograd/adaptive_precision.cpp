@@ -17,15 +17,6 @@
 namespace mixp::amp {
 namespace {
 
-constexpr LayerFormat kFormats[] = {LayerFormat::fp4, LayerFormat::fp8, LayerFormat::bf16};
-
-LayerFormat parse_format(const std::string& name) {
-  for (LayerFormat f : kFormats)
-    if (name == name_of(f)) return f;
-  MIXP_CHECK(false, "adaptive precision: unknown layer format '", name, "'");
-  return LayerFormat::bf16;
-}
-
 // The decode scale of every element's block, the element format's largest magnitude and its
 // smallest normal one: what tells a saturated or a subnormal element.
 struct Grid {
@@ -127,6 +118,13 @@ double gemm_error(const Tensor& x, const Tensor& w, LayerFormat format, const Fp
   return relative_rms(fp8_gemm(qx, qw), reference);
 }
 
+LayerFormat parse_layer_format(std::string_view name) {
+  for (LayerFormat f : {LayerFormat::fp4, LayerFormat::fp8, LayerFormat::bf16})
+    if (name == name_of(f)) return f;
+  MIXP_CHECK(false, "unknown layer format '", name, "'; the formats are fp4, fp8 and bf16");
+  return LayerFormat::bf16;
+}
+
 const char* name_of(LayerFormat format) {
   switch (format) {
     case LayerFormat::fp4: return "fp4";
@@ -150,12 +148,8 @@ QuantizationStats quantization_stats(const Tensor& values, LayerFormat format, F
   if (format == LayerFormat::bf16 || s.nonfinite) return s;
   const Grid g = format == LayerFormat::fp4 ? fp4_grid(v, role, fp4) : fp8_grid(v);
   const float* q = g.dequantized.data<float>();
-  double squared_error = 0.0, squared = 0.0;
   int64_t nonzero = 0, flushed = 0, saturated = 0, subnormal = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = double(q[i]) - double(b[i]);
-    squared_error += d * d;
-    squared += double(b[i]) * double(b[i]);
     if (b[i] == 0.0f) continue;
     ++nonzero;
     const float scale = g.block_scale[size_t(i)];
@@ -163,7 +157,7 @@ QuantizationStats quantization_stats(const Tensor& values, LayerFormat format, F
     saturated += std::fabs(b[i]) > g.max_element * scale;
     subnormal += q[i] != 0.0f && std::fabs(q[i]) < g.min_normal * scale;
   }
-  s.error = squared > 0.0 ? std::sqrt(squared_error / squared) : 0.0;
+  s.error = relative_rms(g.dequantized, v);
   if (nonzero > 0) {
     s.flushed = double(flushed) / double(nonzero);
     s.saturated = double(saturated) / double(nonzero);
@@ -358,13 +352,14 @@ void AdaptivePrecision::load(const StateDict& state) {
     MIXP_CHECK(j.at("layers").get<std::vector<std::string>>() == layers_,
                "adaptive precision: the checkpoint's layers are not this model's");
     std::vector<LayerFormat> formats;
-    for (const auto& f : j.at("formats")) formats.push_back(parse_format(f.get<std::string>()));
+    for (const auto& f : j.at("formats"))
+      formats.push_back(parse_layer_format(f.get<std::string>()));
     std::vector<PrecisionDecision> decisions;
     for (const auto& d : j.at("decisions")) {
       decisions.push_back({.step = d.at("step").get<int64_t>(),
                            .layer = d.at("layer").get<std::string>(),
-                           .from = parse_format(d.at("from").get<std::string>()),
-                           .to = parse_format(d.at("to").get<std::string>()),
+                           .from = parse_layer_format(d.at("from").get<std::string>()),
+                           .to = parse_layer_format(d.at("to").get<std::string>()),
                            .statistic = d.at("statistic").get<std::string>(),
                            .value = d.at("value").get<double>()});
     }

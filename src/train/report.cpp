@@ -42,24 +42,18 @@ json precision_json(const TrainResult& r) {
           {"layer_formats", formats}};
 }
 
-amp::LayerFormat format_named(const std::string& name) {
-  for (int f = 0; f < 3; ++f)
-    if (name == amp::name_of(amp::LayerFormat(f))) return amp::LayerFormat(f);
-  MIXP_CHECK(false, "summary.json: unknown layer format '", name, "'");
-  return amp::LayerFormat::bf16;
-}
-
 void read_precision_json(const json& j, TrainResult& r) {
   if (j.contains("linear_flop_shares"))
     r.linear_flop_shares = j.at("linear_flop_shares").get<std::map<std::string, double>>();
   if (j.contains("precision_decisions"))
     for (const json& d : j.at("precision_decisions"))
-      r.precision_decisions.push_back({.step = d.at("step").get<int64_t>(),
-                                       .layer = d.at("layer").get<std::string>(),
-                                       .from = format_named(d.at("from").get<std::string>()),
-                                       .to = format_named(d.at("to").get<std::string>()),
-                                       .statistic = d.at("statistic").get<std::string>(),
-                                       .value = d.at("value").get<double>()});
+      r.precision_decisions.push_back(
+          {.step = d.at("step").get<int64_t>(),
+           .layer = d.at("layer").get<std::string>(),
+           .from = amp::parse_layer_format(d.at("from").get<std::string>()),
+           .to = amp::parse_layer_format(d.at("to").get<std::string>()),
+           .statistic = d.at("statistic").get<std::string>(),
+           .value = d.at("value").get<double>()});
   if (j.contains("layer_formats"))
     for (const json& f : j.at("layer_formats"))
       r.layer_formats.emplace_back(f.at("layer").get<std::string>(),

@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,6 +56,8 @@ namespace mixp::amp {
 
 enum class LayerFormat : uint8_t { fp4 = 0, fp8 = 1, bf16 = 2 };
 const char* name_of(LayerFormat format);
+/// The format name_of() names; mixp::Error for another name.
+LayerFormat parse_layer_format(std::string_view name);
 
 struct AdaptiveRecipe {
   LayerFormat lowest = LayerFormat::fp4;
@@ -95,7 +98,6 @@ class AdaptivePrecision : public Fp8State::Extension {
   ~AdaptivePrecision() override;
 
   const AdaptiveRecipe& recipe() const { return recipe_; }
-  const Fp4Recipe& fp4_recipe() const { return fp4_; }
   LayerFormat format(size_t layer) const { return formats_.at(layer); }
   const std::vector<LayerFormat>& formats() const { return formats_; }
   const std::vector<std::string>& layers() const { return layers_; }

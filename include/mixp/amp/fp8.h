@@ -275,7 +275,6 @@ class Fp8State {
   std::optional<size_t> fp4_layer_of(const Tensor& weight) const;
   /// The seed of the Hadamard signs and of stochastic rounding; new signs from it.
   void set_seed(uint64_t seed);
-  uint64_t seed() const { return seed_; }
   /// The 16 signs (+1, -1) of the random Hadamard transform, drawn from the seed.
   const std::array<float, 16>& hadamard_signs() const { return hadamard_signs_; }
   /// Where the next backward's stochastic rounding draws: the step and the micro-batch (numbered
