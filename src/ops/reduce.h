@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "kernels/lines.h"
 #include "mixp/tensor.h"
 
 namespace mixp::ops::detail {
@@ -16,9 +17,7 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
 Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale);
 
 /// [outer, n, inner] sizes of `shape` around dimension `dim`.
-struct Around {
-  int64_t outer, n, inner;
-};
+using Around = kernels::Lines;
 Around around(const Shape& shape, int dim);
 
 }  // namespace mixp::ops::detail
