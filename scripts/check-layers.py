@@ -47,6 +47,7 @@ TOP_LEVEL_HEADERS = {
     "autograd.h": "autograd",  # src/autograd/engine.cpp
     "convert.h": "kernels",  # src/kernels/convert.cpp: the vectorized conversions
     "cpu.h": "core",
+    "device.h": "tensor",  # src/tensor/device.cpp
     "dtype.h": "core",
     "error.h": "core",
     "float_types.h": "core",  # header only: the storage types

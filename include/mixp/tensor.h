@@ -29,14 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "mixp/device.h"
 #include "mixp/dtype.h"
 #include "mixp/memory.h"
 #include "mixp/random.h"
 
 namespace mixp {
-
-enum class Device : uint8_t { cpu = 0, cuda = 1 };
-const char* name_of(Device device);
 
 inline constexpr int kMaxDims = 8;
 
@@ -110,6 +108,10 @@ class Tensor {
   Tensor clone(MemoryTag tag = MemoryTag::activation) const;
   /// Conversion; rounds to nearest even (differentiable: the gradient converts back).
   Tensor to(DType dtype) const;
+  /// A copy on `device` (the same tensor when it is there already), through the devices'
+  /// backends (mixp/device.h). A leaf that requires grad stays one; a tensor with autograd
+  /// history is refused: move the parameters, not the results of ops.
+  Tensor to(Device device) const;
   /// Conversion with stochastic rounding; draws element i at generator offset + i and advances
   /// the generator by numel(). Only fp32 -> bf16 and fp32 -> f16.
   Tensor to(DType dtype, Philox& generator) const;
@@ -154,7 +156,9 @@ class Tensor {
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
 // ---- creation ----
-Tensor empty(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation);
+/// Uninitialized storage on `device` (mixp/device.h).
+Tensor empty(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation,
+             Device device = Device::cpu);
 Tensor zeros(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation);
 Tensor ones(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32,

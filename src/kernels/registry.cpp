@@ -1,5 +1,7 @@
 #include "kernels/registry.h"
 
+#include <algorithm>
+
 #include "mixp/error.h"
 
 namespace mixp::kernels {
@@ -13,6 +15,8 @@ std::vector<const KernelInfo*>& kernel_list() {
 const std::vector<const KernelInfo*>& all_kernels() { return kernel_list(); }
 
 void register_kernel_info(const KernelInfo* kernel) { kernel_list().push_back(kernel); }
+
+void unregister_kernel_info(const KernelInfo* kernel) { std::erase(kernel_list(), kernel); }
 
 void throw_mixed_devices(const char* kernel, Device a, Device b) {
   MIXP_CHECK(false, kernel, ": the tensors are on different devices, ", name_of(a), " and ",

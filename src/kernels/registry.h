@@ -59,9 +59,10 @@ struct KernelInfo {
   virtual std::vector<Entry> entries() const = 0;
 };
 
-/// Every kernel, in the order they were constructed.
+/// Every kernel alive, in the order they were constructed.
 const std::vector<const KernelInfo*>& all_kernels();
 void register_kernel_info(const KernelInfo* kernel);
+void unregister_kernel_info(const KernelInfo* kernel);
 /// The device of a call, checked to be the same for all its Tensor arguments.
 [[noreturn]] void throw_mixed_devices(const char* kernel, Device a, Device b);
 [[noreturn]] void throw_no_candidate(const char* kernel, Device device, Isa isa, bool reference);
@@ -103,11 +104,13 @@ class Kernel<R(Args...)> final : public KernelInfo {
       : name_(name), candidates_(candidates) {
     register_kernel_info(this);
   }
+  ~Kernel() override { unregister_kernel_info(this); }
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
   /// Adds a candidate after the ones already there: a device's candidates are tried in the
-  /// order they were added.
+  /// order they were added. Not safe while another thread calls the kernel: devices add
+  /// their candidates when they start.
   void add(const Candidate& candidate) { candidates_.push_back(candidate); }
 
   R operator()(Args... args) const { return select(args...).fn(std::forward<Args>(args)...); }

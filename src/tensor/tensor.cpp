@@ -34,14 +34,6 @@ const detail::AutogradHooks& autograd_hooks() {
 }
 }  // namespace
 
-const char* name_of(Device device) {
-  switch (device) {
-    case Device::cpu: return "cpu";
-    case Device::cuda: return "cuda";
-  }
-  return "unknown";
-}
-
 // ---- Shape ----
 
 Shape::Shape(std::initializer_list<int64_t> dims)
@@ -89,13 +81,14 @@ bool operator==(const Shape& a, const Shape& b) {
 
 // ---- Storage ----
 
-Storage::Storage(size_t n, MemoryTag t, DType d) : bytes(n), tag(t), dtype(d) {
-  data = detail::allocate_block(n);
+Storage::Storage(size_t n, MemoryTag t, DType d, Device where)
+    : bytes(n), tag(t), dtype(d), device(where) {
+  data = device_backend(device).allocate(n);
   memory::record_allocation(tag, dtype, int64_t(bytes));
 }
 
 Storage::~Storage() {
-  detail::release_block(data, bytes);
+  device_backend(device).deallocate(data, bytes);
   memory::record_release(tag, dtype, int64_t(bytes));
 }
 
@@ -153,10 +146,12 @@ MIXP_INSTANTIATE_DATA(uint8_t)
 double Tensor::item() const {
   MIXP_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ",
              shape().to_string(), "), not one");
+  if (device() != Device::cpu) return to(Device::cpu).item();
   return load_element(raw_data(), dtype(), 0);
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (device() != Device::cpu) return to(Device::cpu).to_vector();
   std::vector<double> v(static_cast<size_t>(numel()));
   for (int64_t i = 0; i < numel(); ++i) v[size_t(i)] = load_element(raw_data(), dtype(), i);
   return v;
@@ -206,17 +201,37 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::clone(MemoryTag tag) const {
-  Tensor out = empty(shape(), dtype(), tag);
-  std::memcpy(out.raw_data(), raw_data(), nbytes());
+  Tensor out = empty(shape(), dtype(), tag, device());
+  device_backend(device()).copy(*this, out);
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target,
-                     tag() == MemoryTag::parameter ? MemoryTag::parameter : MemoryTag::activation);
-  convert_elements(*this, out);
+                     tag() == MemoryTag::parameter ? MemoryTag::parameter : MemoryTag::activation,
+                     device());
+  device_backend(device()).copy(*this, out);
   if (requires_grad()) autograd_hooks().record_cast(*this, out);
+  return out;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  MIXP_CHECK(is_leaf(), "to(", name_of(target),
+             "): the tensor is the result of an op with autograd history; move the parameters "
+             "and inputs, or detach() it first");
+  Tensor out = empty(shape(), dtype(), tag(), target);
+  const size_t bytes = nbytes();
+  if (device() == Device::cpu) {
+    device_backend(target).copy_from_host(out.raw_data(), raw_data(), bytes);
+  } else if (target == Device::cpu) {
+    device_backend(device()).copy_to_host(out.raw_data(), raw_data(), bytes);
+  } else {
+    Tensor host = to(Device::cpu);
+    device_backend(target).copy_from_host(out.raw_data(), host.raw_data(), bytes);
+  }
+  if (checked().autograd.requires_grad) out.set_requires_grad(true);
   return out;
 }
 
@@ -224,6 +239,8 @@ Tensor Tensor::to(DType target, Philox& generator) const {
   MIXP_CHECK(dtype() == DType::f32 && (target == DType::bf16 || target == DType::f16),
              "to: stochastic rounding converts f32 to bf16 or f16, not ", name_of(dtype()), " to ",
              name_of(target));
+  MIXP_CHECK(device() == Device::cpu, "to: stochastic rounding runs on the cpu; this tensor is on ",
+             name_of(device()));
   Tensor out = empty(shape(), target);
   convert_elements_stochastic(*this, out, generator.state());
   PhiloxState next = generator.state();
@@ -236,16 +253,14 @@ Tensor Tensor::to(DType target, Philox& generator) const {
 void Tensor::copy_(const Tensor& src) {
   MIXP_CHECK(src.shape() == shape(), "copy_: source shape ", src.shape().to_string(),
              " differs from destination shape ", shape().to_string());
-  if (src.dtype() == dtype()) {
-    if (nbytes() > 0) std::memmove(raw_data(), src.raw_data(), nbytes());
-  } else {
-    convert_elements(src, *this);
-  }
+  MIXP_CHECK(src.device() == device(), "copy_: the source is on ", name_of(src.device()),
+             " and the destination on ", name_of(device()), "; move it with to(Device) first");
+  device_backend(device()).copy(src, *this);
   ++checked().storage->version;
 }
 
 void Tensor::fill_(double value) {
-  fill_elements(*this, value);
+  device_backend(device()).fill(*this, value);
   ++checked().storage->version;
 }
 
@@ -317,10 +332,12 @@ std::string Tensor::to_string(int max_elements) const {
   out << "tensor(" << shape().to_string() << ", " << name_of(dtype());
   if (requires_grad()) out << ", requires_grad";
   out << ") [";
+  if (device() != Device::cpu) out << ", " << name_of(device());
   const int64_t n = numel();
   const int64_t shown = std::min<int64_t>(n, max_elements);
+  const Tensor host = to(Device::cpu);
   for (int64_t i = 0; i < shown; ++i) {
-    out << (i ? ", " : "") << load_element(raw_data(), dtype(), i);
+    out << (i ? ", " : "") << load_element(host.raw_data(), dtype(), i);
   }
   if (shown < n) out << ", ... (" << n - shown << " more)";
   out << "]";
@@ -331,12 +348,13 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.t
 
 // ---- creation ----
 
-Tensor empty(const Shape& shape, DType dtype, MemoryTag tag) {
+Tensor empty(const Shape& shape, DType dtype, MemoryTag tag, Device device) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(size_t(shape.numel()) * size_t(size_of(dtype)), tag, dtype);
+  impl->storage = std::make_shared<Storage>(size_t(shape.numel()) * size_t(size_of(dtype)), tag,
+                                            dtype, device);
   impl->shape = shape;
   impl->dtype = dtype;
+  impl->device = device;
   return Tensor(std::move(impl));
 }
 

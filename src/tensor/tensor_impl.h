@@ -12,7 +12,8 @@ namespace mixp {
 
 /// A block of memory, counted by mixp::memory under its tag and dtype.
 struct Storage {
-  Storage(size_t bytes, MemoryTag tag, DType dtype);
+  /// `bytes` from `device`'s backend.
+  Storage(size_t bytes, MemoryTag tag, DType dtype, Device device = Device::cpu);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -21,6 +22,7 @@ struct Storage {
   size_t bytes = 0;
   MemoryTag tag;
   DType dtype;
+  Device device;
   /// In-place changes of any view of this storage.
   std::atomic<uint64_t> version{0};
 };
