@@ -103,7 +103,7 @@ struct Stats {
 // ---- fast: fp32 compute (f64 for f64), chunks of units in parallel ----
 
 template <typename T>
-Stats<Compute<T>> batch_stats_fast(const T* x, Geometry geo, double eps) {
+Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   const std::vector<C> sums = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
@@ -134,8 +134,8 @@ Stats<Compute<T>> batch_stats_fast(const T* x, Geometry geo, double eps) {
 }
 
 template <typename T>
-void normalize_fast(const T* x, Geometry geo, const Stats<Compute<T>>& st,
-                    const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
+void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
+                       const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
@@ -154,8 +154,8 @@ void normalize_fast(const T* x, Geometry geo, const Stats<Compute<T>>& st,
 
 /// sum(g) and sum(g xhat) per channel, as [c][2].
 template <typename T>
-std::vector<Compute<T>> grad_sums_fast(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
-                                       const Compute<T>* rstd) {
+std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
+                                          const Compute<T>* mean, const Compute<T>* rstd) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   return channel_sums<C>(geo, 2, [&](int64_t begin, int64_t end, C* p) {
@@ -176,9 +176,9 @@ std::vector<Compute<T>> grad_sums_fast(const T* x, const T* g, Geometry geo, con
 }
 
 template <typename T>
-void grad_input_fast(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
-                     const Compute<T>* rstd, const std::vector<Compute<T>>& w,
-                     const std::vector<Compute<T>>& sums, bool training, T* dx) {
+void grad_input_chunked(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                        const Compute<T>* rstd, const std::vector<Compute<T>>& w,
+                        const std::vector<Compute<T>>& sums, bool training, T* dx) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   const C count = C(geo.per_channel());
@@ -205,10 +205,10 @@ void grad_input_fast(const T* x, const T* g, Geometry geo, const Compute<T>* mea
   });
 }
 
-// ---- reference: serial, double ----
+// ---- the fallback: serial, double ----
 
 template <typename T>
-Stats<double> batch_stats_reference(const T* x, Geometry geo, double eps) {
+Stats<double> batch_stats_serial(const T* x, Geometry geo, double eps) {
   Stats<double> st;
   st.mean.assign(static_cast<size_t>(geo.c), 0.0);
   st.var.assign(static_cast<size_t>(geo.c), 0.0);
@@ -232,8 +232,8 @@ Stats<double> batch_stats_reference(const T* x, Geometry geo, double eps) {
 }
 
 template <typename T>
-void normalize_reference(const T* x, Geometry geo, const Stats<double>& st,
-                         const std::vector<double>& w, const std::vector<double>& b, T* y) {
+void normalize_serial(const T* x, Geometry geo, const Stats<double>& st,
+                      const std::vector<double>& w, const std::vector<double>& b, T* y) {
   for (int64_t u = 0; u < geo.units(); ++u) {
     const size_t c = size_t(u % geo.c);
     const double scale = w.empty() ? 1.0 : w[c], shift = b.empty() ? 0.0 : b[c];
@@ -245,8 +245,8 @@ void normalize_reference(const T* x, Geometry geo, const Stats<double>& st,
 }
 
 template <typename T>
-std::vector<double> grad_sums_reference(const T* x, const T* g, Geometry geo,
-                                        const Compute<T>* mean, const Compute<T>* rstd) {
+std::vector<double> grad_sums_serial(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                                     const Compute<T>* rstd) {
   std::vector<double> sums(static_cast<size_t>(2 * geo.c), 0.0);
   for (int64_t u = 0; u < geo.units(); ++u) {
     const int64_t c = u % geo.c;
@@ -262,9 +262,9 @@ std::vector<double> grad_sums_reference(const T* x, const T* g, Geometry geo,
 }
 
 template <typename T>
-void grad_input_reference(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
-                          const Compute<T>* rstd, const std::vector<double>& w,
-                          const std::vector<double>& sums, bool training, T* dx) {
+void grad_input_serial(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                       const Compute<T>* rstd, const std::vector<double>& w,
+                       const std::vector<double>& sums, bool training, T* dx) {
   const double count = double(geo.per_channel());
   for (int64_t u = 0; u < geo.units(); ++u) {
     const int64_t c = u % geo.c;
@@ -344,17 +344,17 @@ void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tens
       st = running_stats<Acc>(running_mean, running_var, params.eps);
     } else {
       if constexpr (Fallback) {
-        st = batch_stats_reference<T>(x.data<T>(), geo, params.eps);
+        st = batch_stats_serial<T>(x.data<T>(), geo, params.eps);
       } else {
-        st = batch_stats_fast<T>(x.data<T>(), geo, params.eps);
+        st = batch_stats_chunked<T>(x.data<T>(), geo, params.eps);
       }
       update_running_stats(st, geo, params.momentum, running_mean, running_var);
     }
     const std::vector<Acc> w = channel_values<Acc>(weight), b = channel_values<Acc>(bias);
     if constexpr (Fallback) {
-      normalize_reference<T>(x.data<T>(), geo, st, w, b, y.data<T>());
+      normalize_serial<T>(x.data<T>(), geo, st, w, b, y.data<T>());
     } else {
-      normalize_fast<T>(x.data<T>(), geo, st, w, b, y.data<T>());
+      normalize_chunked<T>(x.data<T>(), geo, st, w, b, y.data<T>());
     }
     save_stats<Acc, C>(st, mean_out, rstd_out);
   });
@@ -374,16 +374,16 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& weight, const 
     const C* rd = rstd.data<C>();
     std::vector<Acc> sums(static_cast<size_t>(2 * geo.c), Acc(0));  // [c][sum(g), sum(g xhat)]
     if constexpr (Fallback) {
-      if (need_sums) sums = grad_sums_reference<T>(xd, gd, geo, md, rd);
+      if (need_sums) sums = grad_sums_serial<T>(xd, gd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_reference<T>(xd, gd, geo, md, rd, channel_values<double>(weight), sums, training,
-                                dx.data<T>());
+        grad_input_serial<T>(xd, gd, geo, md, rd, channel_values<double>(weight), sums, training,
+                             dx.data<T>());
       }
     } else {
-      if (need_sums) sums = grad_sums_fast<T>(xd, gd, geo, md, rd);
+      if (need_sums) sums = grad_sums_chunked<T>(xd, gd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_fast<T>(xd, gd, geo, md, rd, channel_values<C>(weight), sums, training,
-                           dx.data<T>());
+        grad_input_chunked<T>(xd, gd, geo, md, rd, channel_values<C>(weight), sums, training,
+                              dx.data<T>());
       }
     }
     if (dweight.defined()) store_channels(sums, 2, 1, dweight);
