@@ -7,11 +7,9 @@
 // correlation of x with g over N, OH, OW (weight's dtype); dbias = the sum of g over N, OH, OW
 // in fp32 (bias's dtype). g is rounded to x's dtype first, as the low-precision backward of
 // mixed-precision training computes.
-// Fast path: oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16; f16 (and bf16
-// elsewhere) widen exactly to f32 first. f64 and reference mode run the double-accumulating
-// reference kernels.
-#include "kernels/conv.h"
-#include "kernels/gemm.h"
+// Kernels (kernels/conv2d.h): oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16;
+// f16 (and bf16 elsewhere) widen exactly to f32 first; f64 and the fallback accumulate in double.
+#include "kernels/conv2d.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
@@ -19,139 +17,17 @@ namespace {
 
 constexpr const char* kOp = "conv2d";
 
-enum class Pass { forward, backward_data, backward_weights };
-
-// One pass of the convolution on (a, b) as a tensor of `shape` in the accumulation dtype (f32,
-// or f64 for f64 inputs): the forward takes (x, weight), backward-data (g, weight),
-// backward-weights (x, g).
-Tensor run_pass(Pass pass, const kernels::ConvShape& s, const Tensor& a, const Tensor& b,
-                const Shape& shape, MemoryTag tag) {
-  const DType in = a.dtype();
-  const DType acc = in == DType::f64 ? DType::f64 : DType::f32;
-  Tensor out = empty(shape, acc, tag);
-  if (reference_mode() || in == DType::f64) {
-    switch (pass) {
-      case Pass::forward:
-        kernels::conv2d_forward_reference(s, in, a.raw_data(), b.raw_data(), out.raw_data());
-        break;
-      case Pass::backward_data:
-        kernels::conv2d_backward_data_reference(s, in, a.raw_data(), b.raw_data(), out.raw_data());
-        break;
-      case Pass::backward_weights:
-        kernels::conv2d_backward_weights_reference(s, in, a.raw_data(), b.raw_data(),
-                                                   out.raw_data());
-        break;
-    }
-    return out;
-  }
-  const bool native = in == DType::f32 || (in == DType::bf16 && kernels::gemm_fast_has_bf16());
-  const Tensor wa = native ? a : a.to(DType::f32), wb = native ? b : b.to(DType::f32);
-  const DType t = native ? in : DType::f32;
-  switch (pass) {
-    case Pass::forward:
-      kernels::conv2d_forward_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
-      break;
-    case Pass::backward_data:
-      kernels::conv2d_backward_data_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
-      break;
-    case Pass::backward_weights:
-      kernels::conv2d_backward_weights_fast(s, t, wa.raw_data(), wb.raw_data(), out.data<float>());
-      break;
-  }
-  return out;
-}
-
-// The pass rounded once to `out_dtype`.
-Tensor run_pass_to(Pass pass, const kernels::ConvShape& s, const Tensor& a, const Tensor& b,
-                   const Shape& shape, DType out_dtype, const Tensor& bias = Tensor()) {
-  const DType acc = a.dtype() == DType::f64 ? DType::f64 : DType::f32;
+// A pass of the convolution (kernels/conv2d.h) rounded once to `out_dtype`, the bias added
+// before in the accumulation dtype.
+Tensor run_pass_to(const kernels::Kernel<kernels::Conv2dPassFn>& pass, const kernels::ConvShape& s,
+                   const Tensor& a, const Tensor& b, const Shape& shape, DType out_dtype,
+                   const Tensor& bias = Tensor()) {
+  const DType acc = detail::accumulation_dtype(a.dtype());
   const bool direct = out_dtype == acc;
-  Tensor out =
-      run_pass(pass, s, a, b, shape, direct ? MemoryTag::activation : MemoryTag::workspace);
-  if (bias.defined()) {
-    const Tensor wide_bias = bias.to(acc);
-    const int64_t planes = s.n * s.o, area = s.oh * s.ow;
-    auto add_planes = [&]<typename T>() {
-      T* y = out.data<T>();
-      const T* bv = wide_bias.data<T>();
-      kernels::parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(area, 1)),
-                            [&](int64_t begin, int64_t end) {
-                              for (int64_t p = begin; p < end; ++p) {
-                                const T b = bv[p % s.o];
-                                for (int64_t k = 0; k < area; ++k) y[p * area + k] += b;
-                              }
-                            });
-    };
-    if (acc == DType::f64)
-      add_planes.operator()<double>();
-    else
-      add_planes.operator()<float>();
-  }
+  Tensor out = empty(shape, acc, direct ? MemoryTag::activation : MemoryTag::workspace);
+  pass(s, a, b, out);
+  if (bias.defined()) kernels::conv2d_add_bias(out, bias);
   return direct ? out : out.to(out_dtype).detach();
-}
-
-// dbias: g summed over N, H and W per channel in fp32 (f64 for f64), read in g's own dtype in
-// one pass. It adds in the order of ops::sum(g.to(acc), {0, 2, 3}), which reduces W, then H,
-// then N, each from +0 (rows and planes in blocks of 256, kernels::blocked_sum; the planes of a
-// channel one after another), so it gives that composition's bits without its widened copy
-// and its two intermediate tensors. The reference mode, f64 and the shapes where ops::sum
-// would split a long row into chunks (fewer than 4 rows, or planes, of more than 65536
-// elements; one channel over more than 65536 images) keep the composition.
-template <typename T>
-Tensor bias_grad_fast(const Tensor& g) {
-  using Acc = kernels::Compute<T>;
-  const int64_t n = g.size(0), c = g.size(1), h = g.size(2), w = g.size(3);
-  const T* data = g.data<T>();
-  std::vector<Acc> planes(static_cast<size_t>(n * c));
-  kernels::parallel_for(n * c,
-                        std::max<int64_t>(1, 16 * kernels::kBlock / std::max<int64_t>(h * w, 1)),
-                        [&](int64_t begin, int64_t end) {
-                          std::vector<Acc> rows(static_cast<size_t>(h));
-                          for (int64_t p = begin; p < end; ++p) {
-                            const T* plane = data + p * h * w;
-                            int64_t r = 0;
-                            if (w <= 256) {
-                              // One block a row: a sum from +0 in order, as blocked_sum's. Eight
-                              // rows at a time, so that eight chains of dependent additions
-                              // overlap.
-                              constexpr int64_t kRows = 8;
-                              for (; r + kRows <= h; r += kRows) {
-                                Acc acc[kRows] = {};
-                                for (int64_t i = 0; i < w; ++i)
-                                  for (int64_t k = 0; k < kRows; ++k)
-                                    acc[k] += Acc(kernels::to_double(plane[(r + k) * w + i]));
-                                for (int64_t k = 0; k < kRows; ++k) rows[size_t(r + k)] = acc[k];
-                              }
-                            }
-                            for (; r < h; ++r)
-                              rows[size_t(r)] = kernels::blocked_sum<Acc>(plane + r * w, w);
-                            planes[size_t(p)] = kernels::blocked_sum<Acc>(rows.data(), h);
-                          }
-                        });
-  Tensor out = empty({c}, std::is_same_v<Acc, double> ? DType::f64 : DType::f32);
-  Acc* sums = out.data<Acc>();
-  if (c == 1) {
-    sums[0] = kernels::blocked_sum<Acc>(planes.data(), n);
-    return out;
-  }
-  for (int64_t k = 0; k < c; ++k) sums[k] = Acc(0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < c; ++k) sums[k] += planes[size_t(i * c + k)];
-  return out;
-}
-
-Tensor bias_grad(const Tensor& g) {
-  const int64_t rows = g.size(0) * g.size(1) * g.size(2), planes = g.size(0) * g.size(1);
-  const bool composition = reference_mode() || g.dtype() == DType::f64 ||
-                           (rows < 4 && g.size(3) > 65536) || (planes < 4 && g.size(2) > 65536) ||
-                           (g.size(1) == 1 && g.size(0) > 65536);
-  if (composition) {
-    const DType acc = g.dtype() == DType::f64 ? DType::f64 : DType::f32;
-    return ops::sum(g.to(acc), {0, 2, 3});
-  }
-  Tensor out;
-  visit_floating(g.dtype(), kOp, [&]<typename T>() { out = bias_grad_fast<T>(g); });
-  return out;
 }
 
 struct Conv2dBackward : autograd::Node {
@@ -163,12 +39,14 @@ struct Conv2dBackward : autograd::Node {
     const Tensor xv = x.get(), wv = weight.get();
     const Tensor g = grads[0].to(xv.dtype()).detach();
     Tensor dx, dw, db;
-    if (next[0].node) dx = run_pass_to(Pass::backward_data, shape, g, wv, xv.shape(), xv.dtype());
+    if (next[0].node) {
+      dx = run_pass_to(kernels::conv2d_backward_data, shape, g, wv, xv.shape(), xv.dtype());
+    }
     if (next[1].node) {
-      dw = run_pass_to(Pass::backward_weights, shape, xv, g, wv.shape(), wv.dtype());
+      dw = run_pass_to(kernels::conv2d_backward_weights, shape, xv, g, wv.shape(), wv.dtype());
     }
     if (next.size() > 2 && next[2].node) {
-      db = bias_grad(grads[0]).to(bias_dtype).detach();
+      db = kernels::conv2d_bias_grad(grads[0]).to(bias_dtype).detach();
     }
     if (next.size() == 2) return {dx, dw};
     return {dx, dw, db};
@@ -241,7 +119,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = run_pass_to(Pass::forward, s, x, weight, Shape{s.n, s.o, s.oh, s.ow}, out, bias);
+    y = run_pass_to(kernels::conv2d_forward, s, x, weight, Shape{s.n, s.o, s.oh, s.ow}, out, bias);
   }
   if (auto node = bias.defined() ? autograd::make_node<Conv2dBackward>(kOp, {&x, &weight, &bias})
                                  : autograd::make_node<Conv2dBackward>(kOp, {&x, &weight})) {

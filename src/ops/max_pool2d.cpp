@@ -6,6 +6,7 @@
 // OH = (H + 2 pad_h - kernel_h) / stride_h + 1.
 // Backward: each output's gradient goes to the input that won its window, summed (fp32) where
 // overlapping windows chose the same input.
+#include "kernels/max_pool2d.h"
 #include "ops/pool.h"
 
 namespace mixp::ops {
@@ -18,13 +19,7 @@ struct MaxPoolBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
     Tensor dx = empty(input_shape, g.dtype());
-    if (reference_mode()) {
-      kernels::max_pool2d_backward_reference(pool, g.dtype(), g.raw_data(), index.data<int64_t>(),
-                                             dx.raw_data());
-    } else {
-      kernels::max_pool2d_backward_fast(pool, g.dtype(), g.raw_data(), index.data<int64_t>(),
-                                        dx.raw_data());
-    }
+    kernels::max_pool2d_backward(pool, g, index, dx);
     return {dx};
   }
   void release() override { index = Tensor(); }
@@ -41,13 +36,7 @@ Tensor max_pool2d(const Tensor& x_in, int64_t kernel_h, int64_t kernel_w, int64_
   const Shape shape = detail::pooled_shape(x, p);
   Tensor y = empty(shape, x.dtype());
   Tensor index = empty(shape, DType::i64);  // saved for backward: an activation
-  if (reference_mode()) {
-    kernels::max_pool2d_forward_reference(p, x.dtype(), x.raw_data(), y.raw_data(),
-                                          index.data<int64_t>());
-  } else {
-    kernels::max_pool2d_forward_fast(p, x.dtype(), x.raw_data(), y.raw_data(),
-                                     index.data<int64_t>());
-  }
+  kernels::max_pool2d_forward(p, x, y, index);
   if (auto node = autograd::make_node<MaxPoolBackward>("max_pool2d", {&x})) {
     node->pool = p;
     node->input_shape = x.shape();

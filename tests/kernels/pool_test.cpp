@@ -1,6 +1,7 @@
 // max_pool2d's AVX-512 kernel for 2 x 2 windows every two columns gives the scalar fast
 // kernel's values and indices, bit for bit, on ties, signed zeros, infinities and NaN, at
-// widths that leave a partial vector and with rows that overlap.
+// widths that leave a partial vector and with rows that overlap; the registry runs it where it
+// applies and the AVX-512 ISA is active.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -9,10 +10,12 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/max_pool2d.h"
 #include "kernels/pool.h"
 #include "mixp/cpu.h"
 #include "mixp/float_types.h"
 #include "mixp/random.h"
+#include "mixp/runtime.h"
 
 namespace mixp {
 namespace {
@@ -39,10 +42,7 @@ void expect_avx512_matches_scalar(const kernels::Pool2dShape& p, DType dt) {
   const size_t outputs = size_t(p.planes) * p.rows.start.size() * p.cols.start.size();
   std::vector<T> want(outputs), got(outputs);
   std::vector<int64_t> want_index(outputs), got_index(outputs);
-  {
-    IsaLimit limit(Isa::avx2);  // the scalar kernel
-    kernels::max_pool2d_forward_fast(p, dt, x.data(), want.data(), want_index.data());
-  }
+  kernels::max_pool2d_forward_fast(p, dt, x.data(), want.data(), want_index.data());
   kernels::avx512::max_pool2d_pairs(p, dt, x.data(), got.data(), got_index.data());
   EXPECT_EQ(got_index, want_index);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), outputs * sizeof(T)), 0);
@@ -83,6 +83,39 @@ TEST(MaxPoolKernel, PairsApplyOnlyToTwoWideWindowsEveryTwoColumns) {
   EXPECT_FALSE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f32));
   p.cols = kernels::sliding_axis(8, 2, 1, 0);  // overlapping columns
   EXPECT_FALSE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f32));
+}
+
+// The name of the candidate max_pool2d_forward runs on an x of dtype `dt` pooled by p.
+const char* forward_candidate(const kernels::Pool2dShape& p, DType dt) {
+  const Tensor x = zeros({p.planes, p.h, p.w}, dt);
+  Tensor y = empty({p.planes, p.rows.size(), p.cols.size()}, dt);
+  Tensor index = empty(y.shape(), DType::i64);
+  return kernels::max_pool2d_forward.select(p, x, y, index).name;
+}
+
+TEST(MaxPoolKernel, TheRegistryRunsThePairsWhereTheyApplyAndTheFallbackForReference) {
+  kernels::Pool2dShape p;
+  p.planes = 2;
+  p.h = 4;
+  p.w = 8;
+  p.rows = kernels::sliding_axis(4, 2, 2, 0);
+  p.cols = kernels::sliding_axis(8, 2, 2, 0);
+  {
+    ReferenceMode reference;
+    EXPECT_STREQ(forward_candidate(p, DType::f32), "scalar");
+  }
+  if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 chooses the fallback everywhere";
+  if (best_isa() >= Isa::avx512) {
+    EXPECT_STREQ(forward_candidate(p, DType::f32), "avx512_pairs");
+    EXPECT_STREQ(forward_candidate(p, DType::bf16), "avx512_pairs");
+  }
+  EXPECT_STREQ(forward_candidate(p, DType::f16), "openmp");
+  {
+    IsaLimit avx2(Isa::avx2);
+    EXPECT_STREQ(forward_candidate(p, DType::f32), "openmp");
+  }
+  p.cols = kernels::sliding_axis(8, 3, 2, 1);  // 3 wide, padded
+  EXPECT_STREQ(forward_candidate(p, DType::f32), "openmp");
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/conv2d.h"
+#include "mixp/cpu.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 #include "mixp/runtime.h"
@@ -131,6 +133,41 @@ TEST(Conv2d, BiasGradientIsTheFp32SumOfTheGradientBitForBit) {
       EXPECT_EQ(b.grad().to_vector(), want.to_vector());
     }
   }
+}
+
+// The registry's choice among conv2d's kernels: oneDNN on bf16 only with AVX-512 BF16 active,
+// f16 and bf16 otherwise widened, f64 and reference mode on the double loops; the bias gradient
+// fused where it keeps ops::sum's order.
+TEST(Conv2d, KernelsAreChosenByDtypeIsaAndShape) {
+  kernels::ConvShape s;
+  s.n = 1, s.c = 2, s.h = 4, s.w = 4, s.o = 3, s.kh = 3, s.kw = 3, s.oh = 2, s.ow = 2;
+  auto forward = [&](DType dt) {
+    const Tensor x = zeros({1, 2, 4, 4}, dt), w = zeros({3, 2, 3, 3}, dt);
+    Tensor y = empty({1, 3, 2, 2}, dt == DType::f64 ? DType::f64 : DType::f32);
+    return std::string(kernels::conv2d_forward.select(s, x, w, y).name);
+  };
+  auto bias_grad = [](const Shape& g_shape, DType dt) {
+    return std::string(kernels::conv2d_bias_grad.select(zeros(g_shape, dt)).name);
+  };
+  {
+    ReferenceMode reference;
+    EXPECT_EQ(forward(DType::f32), "scalar");
+    EXPECT_EQ(bias_grad({2, 3, 4, 4}, DType::f32), "scalar");
+  }
+  if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 chooses the fallback everywhere";
+  EXPECT_EQ(forward(DType::f32), "onednn_f32");
+  EXPECT_EQ(forward(DType::f16), "onednn_widened");
+  EXPECT_EQ(forward(DType::f64), "scalar");
+  if (best_isa() >= Isa::avx512_bf16) {
+    EXPECT_EQ(forward(DType::bf16), "onednn_bf16");
+  }
+  {
+    IsaLimit no_bf16(Isa::avx512);
+    EXPECT_EQ(forward(DType::bf16), "onednn_widened");
+  }
+  EXPECT_EQ(bias_grad({2, 3, 4, 4}, DType::bf16), "openmp_fused");
+  EXPECT_EQ(bias_grad({2, 3, 4, 4}, DType::f64), "openmp");
+  EXPECT_EQ(bias_grad({1, 1, 1, 70000}, DType::f32), "openmp");  // ops::sum chunks this row
 }
 
 TEST(Conv2d, RejectsMismatchedChannelsAndGroups) {

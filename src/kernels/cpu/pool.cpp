@@ -8,7 +8,6 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/pool.h"
-#include "mixp/cpu.h"
 #include "tensor/element.h"
 
 namespace mixp::kernels {
@@ -131,10 +130,6 @@ void avg_pool2d_backward_fast(const Pool2dShape& p, DType dt, const void* dy, vo
 
 void max_pool2d_forward_fast(const Pool2dShape& p, DType dt, const void* x, void* y,
                              int64_t* index) {
-  if (active_isa() >= Isa::avx512 && avx512::max_pool2d_pairs_apply(p, dt)) {
-    avx512::max_pool2d_pairs(p, dt, x, y, index);
-    return;
-  }
   visit_floating(dt, "max_pool2d", [&]<typename T>() {
     max_forward(p, static_cast<const T*>(x), static_cast<T*>(y), index);
   });

@@ -1,0 +1,42 @@
+// batch_norm's kernels over x viewed as [n, c, s] (s the product of the spatial dims), per
+// channel c. Private to mixp.
+#pragma once
+
+#include "kernels/registry.h"
+
+namespace mixp::kernels {
+
+struct BatchNormParams {
+  bool training = true;
+  double momentum = 0.1;
+  double eps = 1e-5;
+};
+
+/// y = (x - mean[c]) * rstd[c] * weight[c] + bias[c], rstd = 1 / sqrt(var + eps), rounded once
+/// to y's dtype (x's). Training: mean and the biased var of x over n and s, and the tracked
+/// running stats (f32 [c], or undefined) updated in place with copy_:
+///   running_mean = (1 - momentum) running_mean + momentum mean,
+///   running_var  = (1 - momentum) running_var + momentum var M / (M - 1), M = n s.
+/// Evaluation: mean = running_mean, var = running_var. weight and bias: [c] of any floating
+/// dtype, or undefined (no scale, no shift). mean_out and rstd_out ([c], fp32, f64 for f64)
+/// receive the statistics used. Computed in fp32 (f64 for f64; the fallback in double);
+/// channel sums are added in a fixed order of chunks, so the bits do not depend on the thread
+/// count.
+using BatchNormFn = void(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         Tensor& running_mean, Tensor& running_var, BatchNormParams params,
+                         Tensor& y, Tensor& mean_out, Tensor& rstd_out);
+extern Kernel<BatchNormFn> batch_norm_forward;
+
+/// With xhat = (x - mean) rstd, sums over the n s values of a channel and M = n s:
+///   training   dx = weight rstd (g - sum(g) / M - xhat sum(g xhat) / M),
+///   evaluation dx = weight rstd g,
+///   dweight = sum(g xhat), dbias = sum(g).
+/// g has x's dtype and shape; mean and rstd are the forward's mean_out and rstd_out. Each
+/// output is computed only when defined (dx like x; dweight and dbias [c] in any floating
+/// dtype), accumulated in fp32 (f64 for f64; the fallback in double) and rounded once.
+using BatchNormBackwardFn = void(const Tensor& x, const Tensor& g, const Tensor& weight,
+                                 const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
+                                 Tensor& dweight, Tensor& dbias);
+extern Kernel<BatchNormBackwardFn> batch_norm_backward;
+
+}  // namespace mixp::kernels

@@ -1,0 +1,404 @@
+// The CPU candidates of kernels/batch_norm.h: chunks of units split over the threads, computed in
+// the dtype's compute type, and the fallback, one thread accumulating in double.
+#include "kernels/batch_norm.h"
+
+#include <cmath>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/elementwise.h"
+#include "kernels/vmath.h"
+#include "tensor/element.h"
+
+namespace mixp::kernels {
+namespace {
+
+// Sums along a run in the compute type: fp32 by the vectorized kernels in their fixed order
+// (serial fp32 sums, one dependent addition after another, were most of batch norm's time), f64
+// serially.
+template <typename C>
+C run_sum(const C* x, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return sum_f32(x, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += x[j];
+    return total;
+  }
+}
+
+template <typename C>
+C run_dot(const C* a, const C* b, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    return dot_f32(a, b, n);
+  } else {
+    C total = 0;
+    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
+    return total;
+  }
+}
+
+/// The elements of a [c] tensor (any floating dtype) as Acc, or none when it is undefined.
+template <typename Acc>
+std::vector<Acc> channel_values(const Tensor& t) {
+  std::vector<Acc> out;
+  if (!t.defined()) return out;
+  out.resize(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
+  return out;
+}
+
+/// Stores values[c * stride + offset] into channel c of `t`, each rounded once to its dtype.
+template <typename Acc>
+void store_channels(const std::vector<Acc>& values, int64_t stride, int64_t offset, Tensor& t) {
+  for (int64_t c = 0; c < t.numel(); ++c)
+    store_element(t.raw_data(), t.dtype(), c, double(values[size_t(c * stride + offset)]));
+}
+
+/// x viewed as [n, c, s]: "units" are the n * c contiguous runs of s values, unit u belongs to
+/// channel u % c.
+struct Geometry {
+  int64_t n, c, s;
+  int64_t units() const { return n * c; }
+  int64_t per_channel() const { return n * s; }
+  /// Units per parallel chunk: about 16 blocks of values.
+  int64_t grain() const { return std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(s, 1)); }
+};
+
+/// Per-channel sums of `k` quantities: chunk(begin, end, partial) adds the contributions of
+/// units [begin, end) to partial[channel * k + i]. Chunks are fixed by the geometry and their
+/// partials are added in chunk order, so the sums do not depend on the thread count.
+template <typename Acc, typename Chunk>
+std::vector<Acc> channel_sums(Geometry geo, int64_t k, const Chunk& chunk) {
+  const int64_t grain = geo.grain(), units = geo.units();
+  const int64_t chunks = (units + grain - 1) / grain;
+  std::vector<Acc> partial(static_cast<size_t>(chunks * geo.c * k), Acc(0));
+  parallel_for(units, grain, [&](int64_t begin, int64_t end) {
+    chunk(begin, end, partial.data() + (begin / grain) * geo.c * k);
+  });
+  std::vector<Acc> total(static_cast<size_t>(geo.c * k), Acc(0));
+  for (int64_t p = 0; p < chunks; ++p) {
+    for (int64_t i = 0; i < geo.c * k; ++i) total[size_t(i)] += partial[size_t(p * geo.c * k + i)];
+  }
+  return total;
+}
+
+/// A chunk's widened values: every element is written before it is read, so the buffer is
+/// left uninitialized (a zeroed std::vector cost a memset of every chunk: 3% of a cnn step).
+template <typename C>
+std::unique_ptr<C[]> chunk_scratch(int64_t len) {
+  return std::make_unique_for_overwrite<C[]>(static_cast<size_t>(len));
+}
+
+/// The per-channel statistics a forward uses and saves.
+template <typename Acc>
+struct Stats {
+  std::vector<Acc> mean, rstd;
+  std::vector<Acc> var;  // training: the biased batch variance, for the running update
+};
+
+// ---- fast: fp32 compute (f64 for f64), chunks of units in parallel ----
+
+template <typename T>
+Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
+  using C = Compute<T>;
+  const int64_t s = geo.s;
+  const std::vector<C> sums = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
+    const auto v = chunk_scratch<C>((end - begin) * s);
+    widen(x + begin * s, (end - begin) * s, v.get());
+    for (int64_t u = begin; u < end; ++u) p[u % geo.c] += run_sum(v.get() + (u - begin) * s, s);
+  });
+  Stats<C> st;
+  st.mean.resize(sums.size());
+  for (size_t c = 0; c < sums.size(); ++c) st.mean[c] = sums[c] / C(geo.per_channel());
+  const std::vector<C> squares = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
+    const auto v = chunk_scratch<C>((end - begin) * s);
+    widen(x + begin * s, (end - begin) * s, v.get());
+    for (int64_t u = begin; u < end; ++u) {
+      const C m = st.mean[size_t(u % geo.c)];
+      C* run = v.get() + (u - begin) * s;  // a copy: becomes x - mean
+      for (int64_t i = 0; i < s; ++i) run[i] -= m;
+      p[u % geo.c] += run_dot(run, run, s);
+    }
+  });
+  st.var.resize(sums.size());
+  st.rstd.resize(sums.size());
+  for (size_t c = 0; c < sums.size(); ++c) {
+    st.var[c] = squares[c] / C(geo.per_channel());
+    st.rstd[c] = C(1) / std::sqrt(st.var[c] + C(eps));
+  }
+  return st;
+}
+
+template <typename T>
+void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
+                       const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
+  using C = Compute<T>;
+  const int64_t s = geo.s;
+  parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
+    const auto v = chunk_scratch<C>((end - begin) * s);
+    widen(x + begin * s, (end - begin) * s, v.get());
+    for (int64_t u = begin; u < end; ++u) {
+      const size_t c = size_t(u % geo.c);
+      const C m = st.mean[c], rs = st.rstd[c];
+      const C scale = w.empty() ? C(1) : w[c], shift = b.empty() ? C(0) : b[c];
+      C* run = v.get() + (u - begin) * s;
+      for (int64_t i = 0; i < s; ++i) run[i] = (run[i] - m) * rs * scale + shift;
+    }
+    narrow(v.get(), (end - begin) * s, y + begin * s);
+  });
+}
+
+/// sum(g) and sum(g xhat) per channel, as [c][2].
+template <typename T>
+std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
+                                          const Compute<T>* mean, const Compute<T>* rstd) {
+  using C = Compute<T>;
+  const int64_t s = geo.s;
+  return channel_sums<C>(geo, 2, [&](int64_t begin, int64_t end, C* p) {
+    const int64_t len = (end - begin) * s;
+    const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
+    widen(x + begin * s, len, xv.get());
+    widen(g + begin * s, len, gv.get());
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t c = u % geo.c;
+      const C m = mean[c], rs = rstd[c];
+      C* xhat = xv.get() + (u - begin) * s;  // a copy of x: becomes xhat
+      const C* gr = gv.get() + (u - begin) * s;
+      for (int64_t i = 0; i < s; ++i) xhat[i] = (xhat[i] - m) * rs;
+      p[2 * c] += run_sum(gr, s);
+      p[2 * c + 1] += run_dot(gr, xhat, s);
+    }
+  });
+}
+
+template <typename T>
+void grad_input_chunked(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                        const Compute<T>* rstd, const std::vector<Compute<T>>& w,
+                        const std::vector<Compute<T>>& sums, bool training, T* dx) {
+  using C = Compute<T>;
+  const int64_t s = geo.s;
+  const C count = C(geo.per_channel());
+  parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
+    const int64_t len = (end - begin) * s;
+    const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
+    widen(x + begin * s, len, xv.get());
+    widen(g + begin * s, len, gv.get());
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t c = u % geo.c;
+      const C m = mean[c], rs = rstd[c], scale = w.empty() ? C(1) : w[size_t(c)];
+      C* xr = xv.get() + (u - begin) * s;
+      const C* gr = gv.get() + (u - begin) * s;
+      if (training) {
+        const C mean_g = sums[size_t(2 * c)] / count, mean_gx = sums[size_t(2 * c + 1)] / count;
+        for (int64_t i = 0; i < s; ++i) {
+          xr[i] = scale * rs * (gr[i] - mean_g - (xr[i] - m) * rs * mean_gx);
+        }
+      } else {
+        for (int64_t i = 0; i < s; ++i) xr[i] = scale * rs * gr[i];
+      }
+    }
+    narrow(xv.get(), len, dx + begin * s);
+  });
+}
+
+// ---- the fallback: serial, double ----
+
+template <typename T>
+Stats<double> batch_stats_serial(const T* x, Geometry geo, double eps) {
+  Stats<double> st;
+  st.mean.assign(static_cast<size_t>(geo.c), 0.0);
+  st.var.assign(static_cast<size_t>(geo.c), 0.0);
+  st.rstd.assign(static_cast<size_t>(geo.c), 0.0);
+  for (int64_t u = 0; u < geo.units(); ++u) {
+    for (int64_t i = 0; i < geo.s; ++i) st.mean[size_t(u % geo.c)] += to_double(x[u * geo.s + i]);
+  }
+  for (double& m : st.mean) m /= double(geo.per_channel());
+  for (int64_t u = 0; u < geo.units(); ++u) {
+    const size_t c = size_t(u % geo.c);
+    for (int64_t i = 0; i < geo.s; ++i) {
+      const double d = to_double(x[u * geo.s + i]) - st.mean[c];
+      st.var[c] += d * d;
+    }
+  }
+  for (size_t c = 0; c < st.var.size(); ++c) {
+    st.var[c] /= double(geo.per_channel());
+    st.rstd[c] = 1.0 / std::sqrt(st.var[c] + eps);
+  }
+  return st;
+}
+
+template <typename T>
+void normalize_serial(const T* x, Geometry geo, const Stats<double>& st,
+                      const std::vector<double>& w, const std::vector<double>& b, T* y) {
+  for (int64_t u = 0; u < geo.units(); ++u) {
+    const size_t c = size_t(u % geo.c);
+    const double scale = w.empty() ? 1.0 : w[c], shift = b.empty() ? 0.0 : b[c];
+    for (int64_t i = 0; i < geo.s; ++i) {
+      const int64_t at = u * geo.s + i;
+      y[at] = from_double<T>((to_double(x[at]) - st.mean[c]) * st.rstd[c] * scale + shift);
+    }
+  }
+}
+
+template <typename T>
+std::vector<double> grad_sums_serial(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                                     const Compute<T>* rstd) {
+  std::vector<double> sums(static_cast<size_t>(2 * geo.c), 0.0);
+  for (int64_t u = 0; u < geo.units(); ++u) {
+    const int64_t c = u % geo.c;
+    const double m = double(mean[c]), rs = double(rstd[c]);
+    for (int64_t i = 0; i < geo.s; ++i) {
+      const int64_t at = u * geo.s + i;
+      const double gi = to_double(g[at]);
+      sums[size_t(2 * c)] += gi;
+      sums[size_t(2 * c + 1)] += gi * (to_double(x[at]) - m) * rs;
+    }
+  }
+  return sums;
+}
+
+template <typename T>
+void grad_input_serial(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
+                       const Compute<T>* rstd, const std::vector<double>& w,
+                       const std::vector<double>& sums, bool training, T* dx) {
+  const double count = double(geo.per_channel());
+  for (int64_t u = 0; u < geo.units(); ++u) {
+    const int64_t c = u % geo.c;
+    const double m = double(mean[c]), rs = double(rstd[c]), scale = w.empty() ? 1.0 : w[size_t(c)];
+    const double mean_g = sums[size_t(2 * c)] / count, mean_gx = sums[size_t(2 * c + 1)] / count;
+    for (int64_t i = 0; i < geo.s; ++i) {
+      const int64_t at = u * geo.s + i;
+      const double gi = to_double(g[at]);
+      const double xh = (to_double(x[at]) - m) * rs;
+      dx[at] =
+          from_double<T>(training ? scale * rs * (gi - mean_g - xh * mean_gx) : scale * rs * gi);
+    }
+  }
+}
+
+/// running = (1 - momentum) running + momentum batch, in Acc, stored as f32 with copy_ (which
+/// autograd does not record, and which bumps the version so that a saved copy would notice).
+template <typename Acc>
+void update_running(Tensor& running, const std::vector<Acc>& batch, double momentum) {
+  if (!running.defined()) return;
+  std::vector<Acc> updated = channel_values<Acc>(running);
+  for (size_t c = 0; c < updated.size(); ++c) {
+    updated[c] = (Acc(1) - Acc(momentum)) * updated[c] + Acc(momentum) * batch[c];
+  }
+  Tensor rounded = empty({int64_t(updated.size())}, DType::f32);
+  store_channels(updated, 1, 0, rounded);
+  running.copy_(rounded);
+}
+
+/// The statistics an evaluation normalizes with: the running mean, and rstd from the running
+/// variance.
+template <typename Acc>
+Stats<Acc> running_stats(const Tensor& running_mean, const Tensor& running_var, double eps) {
+  Stats<Acc> st;
+  st.mean = channel_values<Acc>(running_mean);
+  st.rstd = channel_values<Acc>(running_var);
+  for (Acc& r : st.rstd) r = Acc(1) / std::sqrt(r + Acc(eps));
+  return st;
+}
+
+/// Updates tracked running stats from the batch's: its mean, and its variance made unbiased.
+template <typename Acc>
+void update_running_stats(const Stats<Acc>& batch, Geometry geo, double momentum,
+                          Tensor& running_mean, Tensor& running_var) {
+  const Acc unbias = Acc(double(geo.per_channel()) / double(geo.per_channel() - 1));
+  std::vector<Acc> unbiased(batch.var.size());
+  for (size_t c = 0; c < unbiased.size(); ++c) unbiased[c] = batch.var[c] * unbias;
+  update_running(running_mean, batch.mean, momentum);
+  update_running(running_var, unbiased, momentum);
+}
+
+/// Copies the statistics used into the tensors saved for backward.
+template <typename Acc, typename C>
+void save_stats(const Stats<Acc>& st, Tensor& mean, Tensor& rstd) {
+  for (size_t c = 0; c < st.mean.size(); ++c) {
+    mean.data<C>()[c] = C(st.mean[c]);
+    rstd.data<C>()[c] = C(st.rstd[c]);
+  }
+}
+
+Geometry geometry_of(const Shape& shape) {
+  Geometry geo{.n = shape[0], .c = shape[1], .s = 1};
+  for (int d = 2; d < shape.ndim(); ++d) geo.s *= shape[d];
+  return geo;
+}
+
+template <bool Fallback>
+void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                 Tensor& running_var, BatchNormParams params, Tensor& y, Tensor& mean_out,
+                 Tensor& rstd_out) {
+  const Geometry geo = geometry_of(x.shape());
+  visit_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using C = Compute<T>;
+    using Acc = std::conditional_t<Fallback, double, C>;
+    Stats<Acc> st;
+    if (!params.training) {
+      st = running_stats<Acc>(running_mean, running_var, params.eps);
+    } else {
+      if constexpr (Fallback) {
+        st = batch_stats_serial<T>(x.data<T>(), geo, params.eps);
+      } else {
+        st = batch_stats_chunked<T>(x.data<T>(), geo, params.eps);
+      }
+      update_running_stats(st, geo, params.momentum, running_mean, running_var);
+    }
+    const std::vector<Acc> w = channel_values<Acc>(weight), b = channel_values<Acc>(bias);
+    if constexpr (Fallback) {
+      normalize_serial<T>(x.data<T>(), geo, st, w, b, y.data<T>());
+    } else {
+      normalize_chunked<T>(x.data<T>(), geo, st, w, b, y.data<T>());
+    }
+    save_stats<Acc, C>(st, mean_out, rstd_out);
+  });
+}
+
+template <bool Fallback>
+void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& weight, const Tensor& mean,
+                  const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+  const Geometry geo = geometry_of(x.shape());
+  const bool need_sums = (dx.defined() && training) || dweight.defined() || dbias.defined();
+  visit_floating(x.dtype(), "batch_norm", [&]<typename T>() {
+    using C = Compute<T>;
+    using Acc = std::conditional_t<Fallback, double, C>;
+    const T* xd = x.data<T>();
+    const T* gd = g.data<T>();
+    const C* md = mean.data<C>();
+    const C* rd = rstd.data<C>();
+    std::vector<Acc> sums(static_cast<size_t>(2 * geo.c), Acc(0));  // [c][sum(g), sum(g xhat)]
+    if constexpr (Fallback) {
+      if (need_sums) sums = grad_sums_serial<T>(xd, gd, geo, md, rd);
+      if (dx.defined()) {
+        grad_input_serial<T>(xd, gd, geo, md, rd, channel_values<double>(weight), sums, training,
+                             dx.data<T>());
+      }
+    } else {
+      if (need_sums) sums = grad_sums_chunked<T>(xd, gd, geo, md, rd);
+      if (dx.defined()) {
+        grad_input_chunked<T>(xd, gd, geo, md, rd, channel_values<C>(weight), sums, training,
+                              dx.data<T>());
+      }
+    }
+    if (dweight.defined()) store_channels(sums, 2, 1, dweight);
+    if (dbias.defined()) store_channels(sums, 2, 0, dbias);
+  });
+}
+
+}  // namespace
+
+Kernel<BatchNormFn> batch_norm_forward(
+    "batch_norm_forward", {{.name = "openmp", .fn = forward_cpu<false>},
+                           {.name = "scalar", .fn = forward_cpu<true>, .fallback = true}});
+
+Kernel<BatchNormBackwardFn> batch_norm_backward(
+    "batch_norm_backward", {{.name = "openmp", .fn = backward_cpu<false>},
+                            {.name = "scalar", .fn = backward_cpu<true>, .fallback = true}});
+
+}  // namespace mixp::kernels

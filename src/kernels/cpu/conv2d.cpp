@@ -1,0 +1,186 @@
+// The CPU candidates of kernels/conv2d.h: oneDNN's convolution on bf16 where the CPU has
+// AVX-512 BF16, on f32, and on f16 and bf16 widened to f32; the bias and its gradient split
+// over the threads; the fallbacks, the double-accumulating loops of kernels/ref/conv_ref.cpp and
+// the reference passes of ops::sum.
+#include "kernels/conv2d.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/elementwise.h"
+#include "tensor/element.h"
+
+namespace mixp::kernels {
+namespace {
+
+using FastPass = void(const ConvShape&, DType, const void*, const void*, float*);
+using ReferencePass = void(const ConvShape&, DType, const void*, const void*, void*);
+
+template <FastPass* fast>
+void onednn_native(const ConvShape& s, const Tensor& a, const Tensor& b, Tensor& out) {
+  fast(s, a.dtype(), a.raw_data(), b.raw_data(), out.data<float>());
+}
+
+template <FastPass* fast>
+void onednn_widened(const ConvShape& s, const Tensor& a, const Tensor& b, Tensor& out) {
+  const Tensor wide_a = a.to(DType::f32), wide_b = b.to(DType::f32);
+  fast(s, DType::f32, wide_a.raw_data(), wide_b.raw_data(), out.data<float>());
+}
+
+template <ReferencePass* reference>
+void double_loops(const ConvShape& s, const Tensor& a, const Tensor& b, Tensor& out) {
+  reference(s, a.dtype(), a.raw_data(), b.raw_data(), out.raw_data());
+}
+
+bool is_bf16(const ConvShape&, const Tensor& a, const Tensor&, const Tensor&) {
+  return a.dtype() == DType::bf16;
+}
+bool is_f32(const ConvShape&, const Tensor& a, const Tensor&, const Tensor&) {
+  return a.dtype() == DType::f32;
+}
+bool is_half(const ConvShape&, const Tensor& a, const Tensor&, const Tensor&) {
+  return a.dtype() == DType::bf16 || a.dtype() == DType::f16;
+}
+
+template <FastPass* fast, ReferencePass* reference>
+Kernel<Conv2dPassFn> pass_kernel(const char* name) {
+  return Kernel<Conv2dPassFn>(
+      name, {{.name = "onednn_bf16",
+              .isa = Isa::avx512_bf16,
+              .applies = is_bf16,
+              .fn = onednn_native<fast>},
+             {.name = "onednn_f32", .applies = is_f32, .fn = onednn_native<fast>},
+             {.name = "onednn_widened", .applies = is_half, .fn = onednn_widened<fast>},
+             {.name = "scalar", .fn = double_loops<reference>, .fallback = true}});
+}
+
+template <typename T, bool Parallel>
+void add_bias_to(T* y, const T* bias, int64_t channels, int64_t planes, int64_t area) {
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T value = bias[p % channels];
+      for (int64_t k = 0; k < area; ++k) y[p * area + k] += value;
+    }
+  };
+  if constexpr (Parallel) {
+    parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(area, 1)), run);
+  } else {
+    run(0, planes);
+  }
+}
+
+template <bool Parallel>
+void add_bias(Tensor& y, const Tensor& bias) {
+  const Tensor wide_bias = bias.to(y.dtype());
+  const int64_t channels = y.size(1), planes = y.size(0) * channels, area = y.size(2) * y.size(3);
+  if (y.dtype() == DType::f64) {
+    add_bias_to<double, Parallel>(y.data<double>(), wide_bias.data<double>(), channels, planes,
+                                  area);
+  } else {
+    add_bias_to<float, Parallel>(y.data<float>(), wide_bias.data<float>(), channels, planes, area);
+  }
+}
+
+// Each plane's rows summed from +0 in blocks of 256 (blocked_sum), then its rows likewise, then
+// the planes of a channel one image after another: the order of ops::sum(g.to(acc), {0, 2, 3}),
+// which reduces W, then H, then N, without its widened copy and its two intermediate tensors.
+template <typename T>
+Tensor bias_grad_planes(const Tensor& g) {
+  using Acc = Compute<T>;
+  const int64_t n = g.size(0), c = g.size(1), h = g.size(2), w = g.size(3);
+  const T* data = g.data<T>();
+  std::vector<Acc> planes(static_cast<size_t>(n * c));
+  parallel_for(n * c, std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
+               [&](int64_t begin, int64_t end) {
+                 std::vector<Acc> rows(static_cast<size_t>(h));
+                 for (int64_t p = begin; p < end; ++p) {
+                   const T* plane = data + p * h * w;
+                   int64_t r = 0;
+                   if (w <= 256) {
+                     // One block a row: a sum from +0 in order, as blocked_sum's. Eight rows at
+                     // a time, so that eight chains of dependent additions overlap.
+                     constexpr int64_t kRows = 8;
+                     for (; r + kRows <= h; r += kRows) {
+                       Acc acc[kRows] = {};
+                       for (int64_t i = 0; i < w; ++i)
+                         for (int64_t k = 0; k < kRows; ++k)
+                           acc[k] += Acc(to_double(plane[(r + k) * w + i]));
+                       for (int64_t k = 0; k < kRows; ++k) rows[size_t(r + k)] = acc[k];
+                     }
+                   }
+                   for (; r < h; ++r) rows[size_t(r)] = blocked_sum<Acc>(plane + r * w, w);
+                   planes[size_t(p)] = blocked_sum<Acc>(rows.data(), h);
+                 }
+               });
+  Tensor out = empty({c}, std::is_same_v<Acc, double> ? DType::f64 : DType::f32);
+  Acc* sums = out.data<Acc>();
+  if (c == 1) {
+    sums[0] = blocked_sum<Acc>(planes.data(), n);
+    return out;
+  }
+  for (int64_t k = 0; k < c; ++k) sums[k] = Acc(0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) sums[k] += planes[size_t(i * c + k)];
+  return out;
+}
+
+Tensor bias_grad_fused(const Tensor& g) {
+  Tensor out;
+  visit_floating(g.dtype(), "conv2d", [&]<typename T>() { out = bias_grad_planes<T>(g); });
+  return out;
+}
+
+// The fused sum keeps ops::sum's order except for f64 and where ops::sum splits a long row into
+// chunks: fewer than 4 rows, or planes, of more than 65536 elements; one channel over more than
+// 65536 images.
+bool sums_in_ops_order(const Tensor& g) {
+  const int64_t rows = g.size(0) * g.size(1) * g.size(2), planes = g.size(0) * g.size(1);
+  return g.dtype() != DType::f64 && !(rows < 4 && g.size(3) > 65536) &&
+         !(planes < 4 && g.size(2) > 65536) && !(g.size(1) == 1 && g.size(0) > 65536);
+}
+
+// ops::sum(g.to(acc), {0, 2, 3})'s own passes: W, then H, then N reduced one at a time by
+// sum_middle (Reference: ops::sum's reference mode), each rounded to acc.
+template <bool Reference>
+Tensor bias_grad_by_dims(const Tensor& g) {
+  const DType acc = g.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor current = g.to(acc);
+  for (int dim : {3, 2, 0}) {
+    std::vector<int64_t> dims(current.shape().dims().begin(), current.shape().dims().end());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < dim; ++d) outer *= dims[size_t(d)];
+    for (int d = dim + 1; d < int(dims.size()); ++d) inner *= dims[size_t(d)];
+    const int64_t n = dims[size_t(dim)];
+    dims[size_t(dim)] = 1;
+    Tensor next = empty(Shape(dims), acc);
+    visit_floating(acc, "conv2d", [&]<typename T>() {
+      sum_middle<T, Reference>(current.data<T>(), outer, n, inner, 1.0, next.data<T>());
+    });
+    current = next;
+  }
+  return current.view(Shape{g.size(1)});
+}
+
+}  // namespace
+
+Kernel<Conv2dPassFn> conv2d_forward =
+    pass_kernel<conv2d_forward_fast, conv2d_forward_reference>("conv2d_forward");
+Kernel<Conv2dPassFn> conv2d_backward_data =
+    pass_kernel<conv2d_backward_data_fast, conv2d_backward_data_reference>("conv2d_backward_data");
+Kernel<Conv2dPassFn> conv2d_backward_weights =
+    pass_kernel<conv2d_backward_weights_fast, conv2d_backward_weights_reference>(
+        "conv2d_backward_weights");
+
+Kernel<Conv2dAddBiasFn> conv2d_add_bias(
+    "conv2d_add_bias", {{.name = "openmp", .fn = add_bias<true>},
+                        {.name = "scalar", .fn = add_bias<false>, .fallback = true}});
+
+Kernel<Conv2dBiasGradFn> conv2d_bias_grad(
+    "conv2d_bias_grad",
+    {{.name = "openmp_fused", .applies = sums_in_ops_order, .fn = bias_grad_fused},
+     {.name = "openmp", .fn = bias_grad_by_dims<false>},
+     {.name = "scalar", .fn = bias_grad_by_dims<true>, .fallback = true}});
+
+}  // namespace mixp::kernels
