@@ -50,8 +50,9 @@ const char* run_other_device(const Tensor&, int64_t) { return "other"; }
 TEST(KernelRegistry, ADeviceAddsItsOwnCandidates) {
   // A Tensor on another device: its storage is never touched here, only its device read.
   constexpr Device other = static_cast<Device>(200);
-  Kernel<WhichFn> kernel("which_on_two_devices",
-                         {{.name = "scalar", .fn = run_scalar, .fallback = true}});
+  // Static, as every kernel of these tests: all_kernels() keeps a pointer to each for good.
+  static Kernel<WhichFn> kernel("which_on_two_devices",
+                                {{.name = "scalar", .fn = run_scalar, .fallback = true}});
   EXPECT_STREQ(kernel(zeros({1}), 1), "scalar");
   kernel.add({.name = "other", .device = other, .fn = run_other_device, .fallback = true});
   EXPECT_STREQ(kernel(zeros({1}), 1), "scalar");
@@ -62,7 +63,8 @@ using TwoFn = void(const Tensor& a, const Tensor& b);
 void nothing(const Tensor&, const Tensor&) {}
 
 TEST(KernelRegistry, NamesTheKernelWhenNothingApplies) {
-  Kernel<WhichFn> kernel("only_wide", {{.name = "wide", .applies = at_least_64, .fn = run_wide}});
+  static Kernel<WhichFn> kernel("only_wide",
+                                {{.name = "wide", .applies = at_least_64, .fn = run_wide}});
   try {
     kernel(zeros({1}), 1);
     FAIL() << "expected an error";
@@ -70,7 +72,7 @@ TEST(KernelRegistry, NamesTheKernelWhenNothingApplies) {
     EXPECT_NE(std::string(e.what()).find("only_wide: no kernel for device cpu"), std::string::npos)
         << e.what();
   }
-  Kernel<TwoFn> two("two", {{.name = "scalar", .fn = nothing, .fallback = true}});
+  static Kernel<TwoFn> two("two", {{.name = "scalar", .fn = nothing, .fallback = true}});
   EXPECT_NO_THROW(two(zeros({1}), Tensor()));  // an undefined tensor has no device
 }
 
