@@ -6,83 +6,11 @@
 // NaN, as in PyTorch.
 // Backward: dlogits = g / count * (p - q), q = (1 - eps) onehot(target) + eps / C; ignored
 // rows get 0. The logits are saved (not p), so a bf16 model keeps 2 bytes per logit.
-#include <cmath>
-#include <limits>
-
+#include "kernels/cross_entropy.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
 namespace {
-
-struct RowStats {
-  double max, log_total;  // log-sum-exp = max + log_total
-};
-
-template <typename T, typename Acc>
-Acc row_lse(const T* row, int64_t c, Acc& max_out) {
-  Acc m = Acc(kernels::to_double(row[0]));
-  for (int64_t k = 1; k < c; ++k) m = std::max(m, Acc(kernels::to_double(row[k])));
-  Acc total = 0;
-  for (int64_t k = 0; k < c; ++k) total += std::exp(Acc(kernels::to_double(row[k])) - m);
-  max_out = m;
-  return m + std::log(total);
-}
-
-template <typename T, typename Acc>
-double forward_loss(const Tensor& logits, const int64_t* target, const CrossEntropyOptions& o,
-                    int64_t& count) {
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
-  const T* x = logits.data<T>();
-  const Acc eps = Acc(o.label_smoothing);
-  Acc total = 0;
-  count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (target[i] == o.ignore_index) continue;
-    const T* row = x + i * c;
-    Acc m;
-    const Acc lse = row_lse<T, Acc>(row, c, m);
-    Acc loss = -(Acc(1) - eps) * (Acc(kernels::to_double(row[target[i]])) - lse);
-    if (eps != Acc(0)) {
-      Acc sum_logp = 0;
-      for (int64_t k = 0; k < c; ++k) sum_logp += Acc(kernels::to_double(row[k])) - lse;
-      loss -= eps / Acc(c) * sum_logp;
-    }
-    total += loss;
-    ++count;
-  }
-  return count == 0 ? std::numeric_limits<double>::quiet_NaN() : double(total) / double(count);
-}
-
-template <typename T, typename Acc>
-void backward_logits(const Tensor& logits, const int64_t* target, const CrossEntropyOptions& o,
-                     double g, int64_t count, Tensor& dx, bool parallel) {
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
-  const T* x = logits.data<T>();
-  T* d = dx.data<T>();
-  const Acc eps = Acc(o.label_smoothing);
-  const Acc scale = count == 0 ? Acc(0) : Acc(g / double(count));
-  auto rows = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      T* drow = d + i * c;
-      if (target[i] == o.ignore_index) {
-        for (int64_t k = 0; k < c; ++k) drow[k] = kernels::from_double<T>(0.0);
-        continue;
-      }
-      const T* row = x + i * c;
-      Acc m;
-      const Acc lse = row_lse<T, Acc>(row, c, m);
-      for (int64_t k = 0; k < c; ++k) {
-        const Acc p = std::exp(Acc(kernels::to_double(row[k])) - lse);
-        const Acc q = (k == target[i] ? Acc(1) - eps : Acc(0)) + eps / Acc(c);
-        drow[k] = kernels::from_double<T>(double(scale * (p - q)));
-      }
-    }
-  };
-  if (parallel)
-    kernels::parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), rows);
-  else
-    rows(0, n);
-}
 
 struct CrossEntropyBackward : autograd::Node {
   autograd::SavedTensor logits;
@@ -92,15 +20,9 @@ struct CrossEntropyBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor x = logits.get();
     Tensor dx = detail::empty_like(x);
-    const double g = grads[0].item();
-    visit_floating(x.dtype(), "cross_entropy", [&]<typename T>() {
-      if (reference_mode()) {
-        backward_logits<T, double>(x, targets.data<int64_t>(), options, g, count, dx, false);
-      } else {
-        backward_logits<T, kernels::Compute<T>>(x, targets.data<int64_t>(), options, g, count, dx,
-                                                true);
-      }
-    });
+    const double scale = count == 0 ? 0.0 : grads[0].item() / double(count);
+    kernels::cross_entropy_backward(x, targets, options.ignore_index, options.label_smoothing,
+                                    scale, dx);
     return {dx, Tensor()};
   }
   void release() override {
@@ -135,18 +57,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                " of row ", i, " is not a class in [0, ", c, ") nor ignore_index ", o.ignore_index);
   }
   const DType out_dtype = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  int64_t count = 0;
-  double loss = 0;
-  visit_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    loss = reference_mode() ? forward_loss<T, double>(logits, t, o, count)
-                            : forward_loss<T, kernels::Compute<T>>(logits, t, o, count);
-  });
-  Tensor out = full({}, loss, out_dtype);
+  const kernels::CrossEntropyMean loss =
+      kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing);
+  Tensor out = full({}, loss.loss, out_dtype);
   if (auto node = autograd::make_node<CrossEntropyBackward>("cross_entropy", {&logits, &targets})) {
     node->logits = autograd::SavedTensor(logits);
     node->targets = targets;
     node->options = o;
-    node->count = count;
+    node->count = loss.count;
     autograd::set_history(out, node);
   }
   return cast.output(out);

@@ -2,20 +2,11 @@
 // Shape contract: prediction and target have the same shape and dtype; the result is a scalar
 // of dtype f32 (f64 for f64 inputs).
 // Backward: dprediction = 2 g (prediction - target) / n, dtarget = -dprediction.
+#include "kernels/mse_loss.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
 namespace {
-
-template <typename T, typename Acc>
-double mean_square(const T* a, const T* b, int64_t n) {
-  Acc total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const Acc d = Acc(kernels::to_double(a[i])) - Acc(kernels::to_double(b[i]));
-    total += d * d;
-  }
-  return double(total) / double(n);
-}
 
 struct MseBackward : autograd::Node {
   autograd::SavedTensor prediction, target;
@@ -23,9 +14,7 @@ struct MseBackward : autograd::Node {
     const Tensor a = prediction.get(), b = target.get();
     const double scale = 2.0 * grads[0].item() / double(a.numel());
     Tensor da = detail::empty_like(a);
-    visit_floating(a.dtype(), "mse_loss", [&]<typename T>() {
-      detail::run_map2<T>(a, b, da, [&](auto x, auto y) { return decltype(x)(scale) * (x - y); });
-    });
+    kernels::mse_loss_backward(a, b, scale, da);
     Tensor db;
     if (next[1].node) {
       NoGradGuard no_grad;
@@ -51,13 +40,7 @@ Tensor mse_loss(const Tensor& prediction_in, const Tensor& target_in) {
              prediction.shape().to_string(), " and target ", target.shape().to_string(),
              " differ in shape");
   MIXP_CHECK(prediction.numel() > 0, "mse_loss: the inputs are empty");
-  double loss = 0;
-  visit_floating(prediction.dtype(), "mse_loss", [&]<typename T>() {
-    loss = reference_mode()
-               ? mean_square<T, double>(prediction.data<T>(), target.data<T>(), prediction.numel())
-               : mean_square<T, kernels::Compute<T>>(prediction.data<T>(), target.data<T>(),
-                                                     prediction.numel());
-  });
+  const double loss = kernels::mse_loss(prediction, target);
   Tensor out = full({}, loss, prediction.dtype() == DType::f64 ? DType::f64 : DType::f32);
   if (auto node = autograd::make_node<MseBackward>("mse_loss", {&prediction, &target})) {
     node->prediction = autograd::SavedTensor(prediction);

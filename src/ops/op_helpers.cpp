@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/copy_along.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp::ops::detail {
@@ -74,21 +75,7 @@ void copy_along(const Tensor& src, int64_t src_start, Tensor& dst, int64_t dst_s
   MIXP_ASSERT(src.dtype() == dst.dtype() && src.ndim() == dst.ndim());
   MIXP_ASSERT(src_start >= 0 && dst_start >= 0 && length >= 0 &&
               src_start + length <= src.shape()[dim] && dst_start + length <= dst.shape()[dim]);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; ++d) outer *= src.shape()[d];
-  for (int d = dim + 1; d < src.ndim(); ++d) inner *= src.shape()[d];
-  const size_t esize = size_t(size_of(src.dtype()));
-  const size_t row = size_t(length * inner) * esize;
-  const int64_t src_row = src.shape()[dim] * inner, dst_row = dst.shape()[dim] * inner;
-  if (row == 0 || outer == 0) return;
-  const char* from = static_cast<const char*>(src.raw_data()) + size_t(src_start * inner) * esize;
-  char* to = static_cast<char*>(dst.raw_data()) + size_t(dst_start * inner) * esize;
-  const int64_t grain = std::max<int64_t>(1, int64_t(65536 / row));
-  kernels::parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) {
-      std::memcpy(to + size_t(o * dst_row) * esize, from + size_t(o * src_row) * esize, row);
-    }
-  });
+  kernels::copy_along(src, src_start, dst, dst_start, dim, length);
 }
 
 }  // namespace mixp::ops::detail

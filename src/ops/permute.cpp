@@ -1,52 +1,26 @@
 // permute and transpose: a contiguous copy with the dimensions reordered.
 // Shape contract: order is a permutation of x's dimensions; out.shape[i] = x.shape[order[i]].
 // Backward: the inverse permutation of g.
-#include <algorithm>
+#include <utility>
 
+#include "kernels/permute.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
 namespace {
 
-Tensor permute_copy(const Tensor& x, const std::vector<int>& order) {
-  const int nd = x.ndim();
-  std::vector<int64_t> in_strides(static_cast<size_t>(nd), 1), out_dims(static_cast<size_t>(nd));
-  for (int d = nd - 2; d >= 0; --d)
-    in_strides[size_t(d)] = in_strides[size_t(d + 1)] * x.shape()[d + 1];
-  for (int d = 0; d < nd; ++d) out_dims[size_t(d)] = x.shape()[order[size_t(d)]];
+Tensor permuted(const Tensor& x, const std::vector<int>& order) {
+  std::vector<int64_t> out_dims(static_cast<size_t>(x.ndim()));
+  for (int d = 0; d < x.ndim(); ++d) out_dims[size_t(d)] = x.shape()[order[size_t(d)]];
   Tensor out = empty(Shape(out_dims), x.dtype());
-  // The trailing dimensions that stay in place are contiguous in both tensors: they move as
-  // one block of `run` elements.
-  int kept = nd;
-  int64_t run = 1;
-  while (kept > 0 && order[size_t(kept - 1)] == kept - 1) {
-    --kept;
-    run *= x.shape()[kept];
-  }
-  const size_t size = size_t(size_of(x.dtype()));
-  const size_t run_bytes = size_t(run) * size;
-  const int64_t blocks = run == 0 ? 0 : out.numel() / run;
-  const char* src = static_cast<const char*>(x.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  kernels::parallel_for(
-      blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(run, 1)),
-      [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          int64_t rest = b, offset = 0;
-          for (int d = kept - 1; d >= 0; --d) {
-            offset += (rest % out_dims[size_t(d)]) * in_strides[size_t(order[size_t(d)])];
-            rest /= out_dims[size_t(d)];
-          }
-          std::memcpy(dst + size_t(b) * run_bytes, src + size_t(offset) * size, run_bytes);
-        }
-      });
+  kernels::permute_copy(x, order, out);
   return out;
 }
 
 struct PermuteBackward : autograd::Node {
   std::vector<int> inverse;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {permute_copy(grads[0], inverse)};
+    return {permuted(grads[0], inverse)};
   }
 };
 
@@ -64,7 +38,7 @@ Tensor permute(const Tensor& x_in, std::vector<int> order) {
     MIXP_CHECK(!used[size_t(d)], "permute: dimension ", d, " appears twice in the order");
     used[size_t(d)] = true;
   }
-  Tensor out = permute_copy(x, order);
+  Tensor out = permuted(x, order);
   if (auto node = autograd::make_node<PermuteBackward>("permute", {&x})) {
     node->inverse.resize(order.size());
     for (size_t i = 0; i < order.size(); ++i) node->inverse[size_t(order[i])] = int(i);

@@ -4,6 +4,7 @@
 // rounds once to x's dtype. Backward: dx = scale * g broadcast back to x's shape.
 #include <algorithm>
 
+#include "kernels/sum.h"
 #include "ops/op_helpers.h"
 #include "ops/reduce.h"
 
@@ -42,17 +43,6 @@ Around around(const Shape& shape, int dim) {
   return a;
 }
 
-namespace {
-template <typename T>
-void run_sum_middle(const Tensor& in, Around a, double scale, Tensor& out) {
-  if (reference_mode()) {
-    kernels::sum_middle<T, true>(in.data<T>(), a.outer, a.n, a.inner, scale, out.data<T>());
-  } else {
-    kernels::sum_middle<T, false>(in.data<T>(), a.outer, a.n, a.inner, scale, out.data<T>());
-  }
-}
-}  // namespace
-
 Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
   const Shape kept = reduced_shape(x.shape(), dims, /*keepdim=*/true);
   const bool contiguous_range = dims.empty() || dims.back() - dims.front() + 1 == int(dims.size());
@@ -69,7 +59,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
     }
     if (dims.empty()) a = {.outer = 1, .n = 1, .inner = 1};
     Tensor out = empty(kept, x.dtype());
-    visit_floating(x.dtype(), "sum", [&]<typename T>() { run_sum_middle<T>(x, a, scale, out); });
+    kernels::sum_lines(x, a, scale, out);
     return out;
   }
   // Several separate ranges: reduce one dim at a time in fp32 (f64 for f64), round at the end.
@@ -81,8 +71,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
     s[*it] = 1;
     Tensor next = empty(s, wide);
     const double step_scale = it + 1 == dims.rend() ? scale : 1.0;
-    visit_floating(wide, "sum",
-                   [&]<typename T>() { run_sum_middle<T>(current, a, step_scale, next); });
+    kernels::sum_lines(current, a, step_scale, next);
     current = next;
   }
   return current.to(x.dtype()).detach();
