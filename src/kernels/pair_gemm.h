@@ -1,6 +1,6 @@
 // bf16 products on operands laid out in pairs, for AVX-512 BF16's vdpbf16ps, which
 // multiplies two bf16 pairs lane by lane and adds both products to an fp32 lane. Private to
-// mixp. Their users: the tiled attention (ops/scaled_dot_product_attention_bf16.cpp) and the
+// mixp. Their users: the tiled attention (kernels/cpu/attention_tiled_bf16.cpp) and the
 // linear layers' products (kernels/cpu/matmul_pairs.cpp, kernels/cpu/linear_weight_grad.cpp).
 //
 // A product C[m][n] = sum_k A[m][k] B[k][n] with k split into pairs (2p, 2p + 1):

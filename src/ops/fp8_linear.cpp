@@ -10,6 +10,7 @@
 //   dW = q(g^T) q(x^T)^T    (both quantized along the rows)
 //   dbias = sum of g over rows, fp32 accumulation (not quantized).
 // Amax of x and W is recorded in forward when grad mode is on; that of g in backward.
+#include "kernels/fp8_linear.h"
 #include "ops/fp8_ops.h"
 #include "ops/op_helpers.h"
 
@@ -47,17 +48,7 @@ void check_quantized_linear(const char* op, const Tensor& x, const Tensor& weigh
 
 Tensor add_bias_and_round(Tensor y, const Tensor& bias, DType out) {
   NoGradGuard no_grad;
-  if (bias.defined()) {
-    const Tensor b = bias.to(DType::f32);
-    const int64_t n = y.size(-1), rows = y.numel() / std::max<int64_t>(n, 1);
-    float* yv = y.data<float>();
-    const float* bv = b.data<float>();
-    kernels::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
-                          [&](int64_t begin, int64_t end) {
-                            for (int64_t r = begin; r < end; ++r)
-                              for (int64_t j = 0; j < n; ++j) yv[r * n + j] += bv[j];
-                          });
-  }
+  if (bias.defined()) kernels::fp8_add_bias_rows(y, bias.to(DType::f32));
   return out == DType::f32 ? y : y.to(out).detach();
 }
 
@@ -65,25 +56,10 @@ Tensor transpose_last2(const Tensor& t) {
   MIXP_ASSERT(t.ndim() == 2 || t.ndim() == 3, "transpose_last2 of ", t.shape().to_string());
   NoGradGuard no_grad;
   const Tensor src = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-  const int64_t batch = t.ndim() == 3 ? t.size(0) : 1;
   const int64_t rows = t.size(-2), cols = t.size(-1);
-  Tensor out = t.ndim() == 3 ? empty({batch, cols, rows}, DType::f32, MemoryTag::workspace)
+  Tensor out = t.ndim() == 3 ? empty({t.size(0), cols, rows}, DType::f32, MemoryTag::workspace)
                              : empty({cols, rows}, DType::f32, MemoryTag::workspace);
-  const float* s = src.data<float>();
-  float* o = out.data<float>();
-  // 32x32 tiles: both the reads and the writes stay within a few cache lines per row.
-  constexpr int64_t kTile = 32;
-  const int64_t tr = (rows + kTile - 1) / kTile, tc = (cols + kTile - 1) / kTile;
-  kernels::parallel_for(batch * tr * tc, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t b = t / (tr * tc), r0 = t / tc % tr * kTile, c0 = t % tc * kTile;
-      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      const float* sb = s + b * rows * cols;
-      float* ob = o + b * rows * cols;
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) ob[c * rows + r] = sb[r * cols + c];
-    }
-  });
+  kernels::fp8_transpose_last2(src, out);
   return out;
 }
 
@@ -97,21 +73,9 @@ bool per_tensor(amp::Fp8Scaling s) {
 // A per-tensor quantization of x^T is the transpose of x's codes (one scale for both), so
 // backward transposes bytes instead of quantizing again.
 amp::Fp8Tensor transposed_codes(const amp::Fp8Tensor& q) {
-  const int64_t rows = q.data.size(0), cols = q.data.size(1);
   amp::Fp8Tensor t = q;
-  t.data = empty({cols, rows}, q.data.dtype(), MemoryTag::workspace);
-  const uint8_t* s = static_cast<const uint8_t*>(q.data.raw_data());
-  uint8_t* o = static_cast<uint8_t*>(t.data.raw_data());
-  constexpr int64_t kTile = 64;
-  const int64_t tr = (rows + kTile - 1) / kTile, tc = (cols + kTile - 1) / kTile;
-  kernels::parallel_for(tr * tc, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t tile = begin; tile < end; ++tile) {
-      const int64_t r0 = tile / tc * kTile, c0 = tile % tc * kTile;
-      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = c0; c < c1; ++c) o[c * rows + r] = s[r * cols + c];
-    }
-  });
+  t.data = empty({q.data.size(1), q.data.size(0)}, q.data.dtype(), MemoryTag::workspace);
+  kernels::fp8_transpose_last2(q.data, t.data);
   return t;
 }
 

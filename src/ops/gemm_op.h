@@ -1,6 +1,6 @@
-// The product behind matmul, bmm and linear: picks the kernel, widens where the CPU has no
-// native bf16 (exactly: bf16 and f16 values are f32 values), adds a bias in fp32 and rounds
-// once to the output dtype. Private to mixp.
+// The product behind matmul, bmm and linear, outside autograd: kernels/gemm_product.h (which
+// widens where the CPU has no native bf16, adds a bias in fp32 and rounds once to the output
+// dtype) into a new or a given tensor. Private to mixp.
 #pragma once
 
 #include "kernels/gemm.h"

@@ -4,44 +4,17 @@
 // Shape contract: x [..., in]; weight [out, in]; bias [out] or undefined; all the same dtype;
 // the result is [..., out].
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation;
-// on the bf16 fast path dW and dbias come from one pass over g,
-// kernels/cpu/linear_weight_grad.cpp). Under an enabled amp::Fp8Autocast scope the products run in
-// FP8 instead (fp8_linear.cpp), or by the scope's FP4 recipe (fp4_recipe_linear.cpp).
-#include "kernels/gemm.h"
+// dW, and dbias with it where the gradient has the input's dtype, from kernels/linear_grads.h,
+// which on bf16 takes both from one pass over g). Under an enabled amp::Fp8Autocast scope the
+// products run in FP8 instead (fp8_linear.cpp), or by the scope's FP4 recipe
+// (fp4_recipe_linear.cpp).
+#include "kernels/linear_grads.h"
 #include "ops/fp8_ops.h"
 #include "ops/gemm_op.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
 namespace {
-
-// dW, and db with it, from mixp's own pass on AVX-512 BF16 (kernels/cpu/linear_weight_grad.cpp)
-// for bf16 gradients and weights: it sums g for the bias while it packs g for the product, so
-// the bias costs no pass of its own over g (such a pass was about 3% of a bf16 gpt step). db is
-// fp32, rounded to the bias dtype once, as the separate sum is; the reference path sums apart.
-// Only from kWeightGradMinRows rows: below, oneDNN's product and the separate sum are faster
-// (docs/performance.md).
-constexpr int64_t kWeightGradMinRows = 512;
-
-bool weight_grads_fast(const Tensor& g, const Tensor& x, const Tensor& weight, int64_t rows,
-                       bool with_bias, DType bias_dtype, Tensor& dw, Tensor& db) {
-  const int64_t in = weight.size(1), out = weight.size(0);
-  if (g.dtype() != DType::bf16 || x.dtype() != DType::bf16 || weight.dtype() != DType::bf16 ||
-      reference_mode() || !kernels::gemm_fast_has_bf16() || rows < kWeightGradMinRows || in == 0 ||
-      out == 0) {
-    return false;
-  }
-  const int threads = num_threads();
-  Tensor space = empty(Shape{kernels::linear_weight_grad_workspace_bytes(in, out, threads)},
-                       DType::u8, MemoryTag::workspace);
-  dw = empty(weight.shape(), DType::bf16);
-  Tensor sums = with_bias ? empty(Shape{out}, DType::f32) : Tensor();
-  kernels::linear_weight_grad_fast(rows, in, out, g.raw_data(), x.raw_data(), dw.raw_data(),
-                                   with_bias ? sums.data<float>() : nullptr, space.data<uint8_t>(),
-                                   threads);
-  if (with_bias) db = sums.to(bias_dtype).detach();
-  return true;
-}
 
 struct LinearBackward : autograd::Node {
   autograd::SavedTensor x, weight;
@@ -56,14 +29,13 @@ struct LinearBackward : autograd::Node {
     }
     const bool bias_grad = next.size() > 2 && next[2].node;
     if (next[1].node) {
-      // db from the same pass only where it sums grads[0] itself (a bf16 gradient), as the
+      // db from dW's kernel only where it sums grads[0] itself (a bf16 gradient), as the
       // separate sum would.
-      const bool with_bias = bias_grad && grads[0].dtype() == xv.dtype();
-      if (!weight_grads_fast(g, xv, wv, rows, with_bias, bias_dtype, dw, db)) {
-        // [rows, out]^T x [rows, in]
-        dw = detail::gemm({.m = out, .n = in, .k = rows, .trans_a = true}, g, xv, wv.shape(),
-                          wv.dtype());
-      }
+      dw = empty(wv.shape(), wv.dtype());
+      Tensor sums =
+          bias_grad && grads[0].dtype() == xv.dtype() ? empty(Shape{out}, bias_dtype) : Tensor();
+      if (kernels::linear_weight_grads(g.reshape({rows, out}), xv.reshape({rows, in}), dw, sums))
+        db = sums;
     }
     if (bias_grad && !db.defined()) {
       NoGradGuard no_grad;

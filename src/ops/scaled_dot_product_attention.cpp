@@ -12,25 +12,18 @@
 // bf16 (to nearest, even) as PyTorch's bf16 matmuls see them under autocast; the softmax, the
 // log-sum-exp and dS itself (from the unrounded P) stay fp32. The reference rounds P and dS at
 // the same points. f32, f16 (no bf16-like units for f16 on the CPU) and f64 keep P and dS in
-// the accumulation dtype.
+// the accumulation dtype. The arithmetic is kernels/scaled_dot_product_attention.h's.
 // Under an enabled amp::Fp8Autocast scope the six products run as FP8 GEMMs (fp8_attention
 // below): q, k, v and P quantized to the input format, dO and dS to the gradient format, each
 // in the layout its product reduces along; the softmax and dS stay fp32.
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
-
-#include "ops/attention_internal.h"
+#include "kernels/scaled_dot_product_attention.h"
 #include "ops/fp8_ops.h"
-#include "ops/gemm_op.h"
 #include "ops/op_helpers.h"
 
 namespace mixp::ops {
 namespace {
 
-using attention::Dims;
-using attention::inverse_sqrt_head_size;
+using kernels::attention::Dims;
 
 // The sizes of q, k and v, all [B, H, T, Dh], checked for `op` (the fp32/bf16 and fp8 paths).
 Dims attention_dims(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -43,337 +36,18 @@ Dims attention_dims(const char* op, const Tensor& q, const Tensor& k, const Tens
       .bh = q.shape()[0] * q.shape()[1], .t = q.shape()[2], .dh = q.shape()[3], .causal = causal};
 }
 
-// ---- fast: products by detail::gemm, rows of scores in parallel, fp32 (f64 for f64) ----
-
-template <typename Body>
-void for_rows(const Dims& d, Body body) {
-  kernels::parallel_for(d.bh * d.t, std::max<int64_t>(1, 4096 / d.t),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t r = begin; r < end; ++r) body(r, r % d.t);
-                        });
-}
-
-// Row r (of n values) rounded to bf16 into row r of `out` (for the bf16 products), when out is
-// not null.
-template <typename A>
-void narrow_row(const A* row, int64_t r, int64_t n, bfloat16* out) {
-  if constexpr (std::is_same_v<A, float>) {
-    if (out != nullptr) kernels::narrow<bfloat16>(row, n, out + r * n);
-  }
-}
-
-// Scores of each row (unscaled q k^T) become probabilities in place; lse gets each row's
-// log-sum-exp of the scaled scores; p16, if not null, gets the probabilities rounded to bf16.
-template <typename A>
-void softmax_rows(A* s, A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr) {
-  for_rows(d, [&](int64_t r, int64_t i) {
-    A* row = s + r * d.t;
-    const int64_t n = d.visible(i);
-    lse[r] = attention::softmax_row(row, n, scale);
-    for (int64_t j = n; j < d.t; ++j) row[j] = 0;
-    narrow_row(row, r, d.t, p16);
-  });
-}
-
-// The probabilities again, from unscaled scores and the saved log-sum-exp, as in forward.
-template <typename A>
-void probabilities_rows(A* s, const A* lse, const Dims& d, A scale, bfloat16* p16 = nullptr) {
-  for_rows(d, [&](int64_t r, int64_t i) {
-    A* row = s + r * d.t;
-    const int64_t n = d.visible(i);
-    attention::probabilities_row(row, n, scale, lse[r]);
-    for (int64_t j = n; j < d.t; ++j) row[j] = 0;
-    narrow_row(row, r, d.t, p16);
-  });
-}
-
-// dP becomes dS in place, and ds16, if not null, gets dS rounded to bf16. Only the visible keys
-// are read: dS is 0 where P is (masked keys), whatever dP holds there, as in the reference.
-template <typename A>
-void score_grad_rows(const A* p, A* dp, const Dims& d, A scale, bfloat16* ds16 = nullptr) {
-  for_rows(d, [&](int64_t r, int64_t i) {
-    A* grow = dp + r * d.t;
-    const int64_t n = d.visible(i);
-    attention::score_grad_row(p + r * d.t, grow, n, scale);
-    for (int64_t j = n; j < d.t; ++j) grow[j] = 0;
-    narrow_row(grow, r, d.t, ds16);
-  });
-}
-
-DType accumulation_dtype(DType in) { return in == DType::f64 ? DType::f64 : DType::f32; }
-
-// Calls f.template operator()<A>() with A double for f64, float for f32.
-template <typename F>
-void visit_accumulation(DType acc, F&& f) {
-  if (acc == DType::f64) {
-    f.template operator()<double>();
-  } else {
-    f.template operator()<float>();
-  }
-}
-
-// The dtype of the products' operands beside P and dS: bf16 for bf16 inputs (see the top), else
-// the accumulation dtype.
-DType operand_dtype(DType in) { return in == DType::bf16 ? DType::bf16 : accumulation_dtype(in); }
-
-Tensor as_operand(const Tensor& t, DType dtype) {
-  return t.dtype() == dtype ? t : t.to(dtype).detach();
-}
-
-// q k^T for every (batch, head): [BH, T, T] in the accumulation dtype.
-Tensor scores(const Tensor& q, const Tensor& k, const Dims& d) {
-  return detail::gemm({.batch = d.bh,
-                       .m = d.t,
-                       .n = d.t,
-                       .k = d.dh,
-                       .trans_b = true,
-                       .batch_a = d.bh,
-                       .batch_b = d.bh},
-                      q, k, Shape{d.bh, d.t, d.t}, accumulation_dtype(q.dtype()));
-}
-
-// (batch, head) pairs per chunk of the fast path. The T x T scores (and in backward their
-// gradient) exist for one chunk at a time instead of for every pair at once: with nanoGPT's
-// shape (96 pairs of 256 x 256) they were 24 MiB each, two of them alive at the peak of a bf16
-// step's backward. At most 16 MiB of scores a chunk, counted at 8 bytes an element (f64's
-// size; 8 MiB in fp32): smaller chunks made the gpt step slower (more, smaller products). The
-// pairs are independent, so chunking changes no result.
-int64_t pairs_per_chunk(const Dims& d) {
-  constexpr int64_t kChunkBytes = int64_t(16) << 20;
-  const int64_t per_pair = d.t * d.t * int64_t(sizeof(double));
-  return std::clamp<int64_t>(kChunkBytes / per_pair, 1, d.bh);
-}
-
-// Calls body(begin, end, dims of the chunk) for consecutive chunks of the (batch, head) pairs.
-template <typename Body>
-void for_chunks(const Dims& d, Body body) {
-  const int64_t step = pairs_per_chunk(d);
-  for (int64_t begin = 0; begin < d.bh; begin += step) {
-    Dims c = d;
-    c.bh = std::min(step, d.bh - begin);
-    body(begin, begin + c.bh, c);
-  }
-}
-
-// The bf16 copy of a chunk's P or dS for the bf16 products, or an undefined tensor when the
-// products take the accumulation dtype.
-Tensor bf16_operand(const Dims& c, DType operand) {
-  return operand == DType::bf16 ? empty(Shape{c.bh, c.t, c.t}, DType::bf16) : Tensor();
-}
-
-bfloat16* data_or_null(Tensor& t) { return t.defined() ? t.data<bfloat16>() : nullptr; }
-
-Tensor forward_fast(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, Tensor& lse) {
-  NoGradGuard no_grad;
-  const DType acc = accumulation_dtype(q.dtype()), operand = operand_dtype(q.dtype());
-  const Shape s3{d.bh, d.t, d.dh};
-  const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3);
-  Tensor out = detail::empty_like(q);
-  const Tensor out3 = out.view(s3);
-  lse = empty(Shape{d.bh, d.t}, acc);
-  if (q.dtype() == DType::bf16 && attention::tiled_bf16_applies(d)) {
-    const attention::HeadRows dense = attention::HeadRows::dense(d);
-    attention::tiled_bf16_forward(d, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
-                                  dense, out.data<bfloat16>(), dense, lse.data<float>());
-    return out;
-  }
-  for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
-    Tensor p = scores(q3.slice(begin, end), k3.slice(begin, end), c);
-    Tensor p16 = bf16_operand(c, operand);
-    Tensor lse_c = lse.slice(begin, end);
-    visit_accumulation(acc, [&]<typename A>() {
-      softmax_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c),
-                      data_or_null(p16));
-    });
-    if (p16.defined()) p = Tensor();  // the fp32 probabilities are done with
-    detail::gemm_into(
-        {.batch = c.bh, .m = c.t, .n = c.dh, .k = c.t, .batch_a = c.bh, .batch_b = c.bh},
-        p16.defined() ? p16 : p, as_operand(v3.slice(begin, end), operand), out3.slice(begin, end));
-  });
-  return out;
-}
-
-std::vector<Tensor> backward_fast(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& lse, const Tensor& g, const Dims& d,
-                                  const bool need[3]) {
-  const DType acc = accumulation_dtype(q.dtype()), operand = operand_dtype(q.dtype());
-  const Shape s3{d.bh, d.t, d.dh};
-  const Tensor q3 = q.view(s3), k3 = k.view(s3), v3 = v.view(s3), g3 = g.view(s3);
-  const Tensor lse_acc = lse.to(acc).detach();
-  std::vector<Tensor> result(3);
-  const Tensor* inputs[3] = {&q, &k, &v};
-  for (size_t i = 0; i < 3; ++i) {
-    if (need[i]) result[i] = detail::empty_like(*inputs[i]);
-  }
-  if (q.dtype() == DType::bf16 && attention::tiled_bf16_applies(d)) {
-    auto out = [&](size_t i) { return need[i] ? result[i].data<bfloat16>() : nullptr; };
-    const attention::HeadRows dense = attention::HeadRows::dense(d);
-    attention::tiled_bf16_backward(d, q.data<bfloat16>(), k.data<bfloat16>(), v.data<bfloat16>(),
-                                   dense, lse_acc.data<float>(), g.data<bfloat16>(), dense, out(0),
-                                   out(1), out(2));
-    return result;
-  }
-  for_chunks(d, [&](int64_t begin, int64_t end, const Dims& c) {
-    const kernels::GemmShape transposed_a{.batch = c.bh,
-                                          .m = c.t,
-                                          .n = c.dh,
-                                          .k = c.t,
-                                          .trans_a = true,
-                                          .batch_a = c.bh,
-                                          .batch_b = c.bh};
-    const kernels::GemmShape plain{
-        .batch = c.bh, .m = c.t, .n = c.dh, .k = c.t, .batch_a = c.bh, .batch_b = c.bh};
-    const Tensor qc = q3.slice(begin, end), kc = k3.slice(begin, end);
-    const Tensor vc = v3.slice(begin, end), gc = g3.slice(begin, end);
-    const Tensor lse_c = lse_acc.slice(begin, end);
-    auto part = [&](size_t i) { return result[i].view(s3).slice(begin, end); };
-    Tensor p = scores(qc, kc, c);
-    Tensor p16 = bf16_operand(c, operand);
-    visit_accumulation(acc, [&]<typename A>() {
-      probabilities_rows<A>(p.data<A>(), lse_c.data<A>(), c, inverse_sqrt_head_size<A>(c),
-                            data_or_null(p16));
-    });
-    if (need[2]) {
-      detail::gemm_into(transposed_a, p16.defined() ? p16 : p, as_operand(gc, operand), part(2));
-    }
-    p16 = Tensor();
-    if (!need[0] && !need[1]) return;
-    Tensor ds = detail::gemm({.batch = c.bh,
-                              .m = c.t,
-                              .n = c.t,
-                              .k = c.dh,
-                              .trans_b = true,
-                              .batch_a = c.bh,
-                              .batch_b = c.bh},
-                             gc, vc, Shape{c.bh, c.t, c.t}, acc);
-    Tensor ds16 = bf16_operand(c, operand);
-    visit_accumulation(acc, [&]<typename A>() {
-      score_grad_rows<A>(p.data<A>(), ds.data<A>(), c, inverse_sqrt_head_size<A>(c),
-                         data_or_null(ds16));
-    });
-    p = Tensor();
-    if (ds16.defined()) ds = ds16;
-    if (need[0]) detail::gemm_into(plain, ds, as_operand(kc, operand), part(0));
-    if (need[1]) detail::gemm_into(transposed_a, ds, as_operand(qc, operand), part(1));
-  });
-  return result;
-}
-
-// ---- reference: serial, in double, rounded once (P and dS also once for bf16) ----
-
-// P or dS as the products see it: rounded once to bf16 for bf16 inputs (see the top).
-template <typename T>
-double product_operand(double x) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    return kernels::to_double(kernels::from_double<T>(x));
-  } else {
-    return x;
-  }
-}
-
-template <typename T>
-void scaled_scores_reference(const T* q, const T* k, const Dims& d, int64_t b, int64_t i,
-                             std::vector<double>& s, double& lse) {
-  const double scale = 1.0 / std::sqrt(double(d.dh));
-  const int64_t n = d.visible(i);
-  double m = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j < n; ++j) {
-    double dot = 0;
-    for (int64_t c = 0; c < d.dh; ++c) {
-      dot += kernels::to_double(q[(b * d.t + i) * d.dh + c]) *
-             kernels::to_double(k[(b * d.t + j) * d.dh + c]);
-    }
-    s[size_t(j)] = dot * scale;
-    m = std::max(m, s[size_t(j)]);
-  }
-  double total = 0;
-  for (int64_t j = 0; j < n; ++j) total += std::exp(s[size_t(j)] - m);
-  lse = m + std::log(total);
-}
-
-template <typename T, typename L>
-void forward_reference(const T* q, const T* k, const T* v, const Dims& d, T* out, L* lse) {
-  std::vector<double> s(static_cast<size_t>(d.t)), o(static_cast<size_t>(d.dh));
-  for (int64_t b = 0; b < d.bh; ++b) {
-    for (int64_t i = 0; i < d.t; ++i) {
-      double l = 0;
-      scaled_scores_reference(q, k, d, b, i, s, l);
-      std::fill(o.begin(), o.end(), 0.0);
-      for (int64_t j = 0; j < d.visible(i); ++j) {
-        const double pj = product_operand<T>(std::exp(s[size_t(j)] - l));
-        for (int64_t c = 0; c < d.dh; ++c) {
-          o[size_t(c)] += pj * kernels::to_double(v[(b * d.t + j) * d.dh + c]);
-        }
-      }
-      for (int64_t c = 0; c < d.dh; ++c) {
-        out[(b * d.t + i) * d.dh + c] = kernels::from_double<T>(o[size_t(c)]);
-      }
-      lse[b * d.t + i] = L(l);
-    }
-  }
-}
-
-// Recomputes everything from q, k and v in double (the saved log-sum-exp is not used, so the
-// reference stays independent of the fast forward).
-template <typename T>
-void backward_reference(const T* q, const T* k, const T* v, const T* g, const Dims& d, T* dq, T* dk,
-                        T* dv) {
-  const double scale = 1.0 / std::sqrt(double(d.dh));
-  const size_t total = size_t(d.bh * d.t * d.dh);
-  std::vector<double> aq(total, 0.0), ak(total, 0.0), av(total, 0.0);
-  std::vector<double> s(static_cast<size_t>(d.t)), dp(static_cast<size_t>(d.t));
-  auto at = [&](int64_t b, int64_t row, int64_t c) { return (b * d.t + row) * d.dh + c; };
-  for (int64_t b = 0; b < d.bh; ++b) {
-    for (int64_t i = 0; i < d.t; ++i) {
-      double l = 0;
-      scaled_scores_reference(q, k, d, b, i, s, l);
-      const int64_t n = d.visible(i);
-      double dot = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        s[size_t(j)] = std::exp(s[size_t(j)] - l);  // now P
-        double acc = 0;
-        for (int64_t c = 0; c < d.dh; ++c) {
-          acc += kernels::to_double(g[at(b, i, c)]) * kernels::to_double(v[at(b, j, c)]);
-        }
-        dp[size_t(j)] = acc;
-        dot += s[size_t(j)] * acc;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const double pj = product_operand<T>(s[size_t(j)]);
-        const double ds = product_operand<T>(s[size_t(j)] * (dp[size_t(j)] - dot) * scale);
-        for (int64_t c = 0; c < d.dh; ++c) {
-          aq[size_t(at(b, i, c))] += ds * kernels::to_double(k[at(b, j, c)]);
-          ak[size_t(at(b, j, c))] += ds * kernels::to_double(q[at(b, i, c)]);
-          av[size_t(at(b, j, c))] += pj * kernels::to_double(g[at(b, i, c)]);
-        }
-      }
-    }
-  }
-  for (size_t e = 0; e < total; ++e) {
-    dq[e] = kernels::from_double<T>(aq[e]);
-    dk[e] = kernels::from_double<T>(ak[e]);
-    dv[e] = kernels::from_double<T>(av[e]);
-  }
-}
-
 struct AttentionBackward : autograd::Node {
   autograd::SavedTensor q, k, v, lse;
   Dims d;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor qv = q.get(), kv = k.get(), vv = v.get();
     const Tensor g = grads[0].to(qv.dtype()).detach();
-    const bool need[3] = {next[0].node != nullptr, next[1].node != nullptr,
-                          next[2].node != nullptr};
-    if (!reference_mode()) return backward_fast(qv, kv, vv, lse.get(), g, d, need);
-    std::vector<Tensor> result = {detail::empty_like(qv), detail::empty_like(kv),
-                                  detail::empty_like(vv)};
-    visit_floating(qv.dtype(), name, [&]<typename T>() {
-      backward_reference(qv.data<T>(), kv.data<T>(), vv.data<T>(), g.data<T>(), d,
-                         result[0].data<T>(), result[1].data<T>(), result[2].data<T>());
-    });
-    for (int i = 0; i < 3; ++i) {
-      if (!need[i]) result[size_t(i)] = Tensor();
+    const Tensor* inputs[3] = {&qv, &kv, &vv};
+    std::vector<Tensor> result(3);
+    for (size_t i = 0; i < 3; ++i) {
+      if (next[i].node) result[i] = detail::empty_like(*inputs[i]);
     }
+    kernels::attention_backward(qv, kv, vv, lse.get(), g, d, result[0], result[1], result[2]);
     return result;
   }
   void release() override {
@@ -414,10 +88,9 @@ Tensor fp8_probabilities(const amp::Fp8Tensor& qq, const amp::Fp8Tensor& qk, con
   Tensor p = amp::fp8_gemm(qq, qk);
   if (fill_lse) {
     lse = empty(Shape{d.bh, d.t}, DType::f32);
-    softmax_rows<float>(p.data<float>(), lse.data<float>(), d, inverse_sqrt_head_size<float>(d));
+    kernels::attention_softmax_rows(p, lse, d);
   } else {
-    probabilities_rows<float>(p.data<float>(), lse.data<float>(), d,
-                              inverse_sqrt_head_size<float>(d));
+    kernels::attention_probabilities_rows(p, lse, d);
   }
   return p;
 }
@@ -449,8 +122,7 @@ struct Fp8AttentionBackward : autograd::Node {
     }
     if (next[0].node || next[1].node) {
       Tensor ds = amp::fp8_gemm(qg, quant(v3, slot_v, false));  // dP = dO V^T
-      score_grad_rows<float>(p.data<float>(), ds.data<float>(), d,
-                             inverse_sqrt_head_size<float>(d));
+      kernels::attention_score_grad_rows(p, ds, d);
       if (next[0].node) {  // dQ = dS K
         const Tensor dq = amp::fp8_gemm(quant(ds, slot_ds, true),
                                         quant(detail::transpose_last2(k3), slot_k, false));
@@ -533,21 +205,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   detail::check_same_dtype(op, q, k);
   detail::check_same_dtype(op, q, v);
   const Dims d = attention_dims(op, q, k, v, causal);
-  Tensor out, lse;
-  if (reference_mode()) {
-    out = detail::empty_like(q);
-    lse = empty(Shape{d.bh, d.t}, accumulation_dtype(q.dtype()));
-    visit_floating(q.dtype(), op, [&]<typename T>() {
-      if (lse.dtype() == DType::f64) {
-        forward_reference(q.data<T>(), k.data<T>(), v.data<T>(), d, out.data<T>(),
-                          lse.data<double>());
-      } else {
-        forward_reference(q.data<T>(), k.data<T>(), v.data<T>(), d, out.data<T>(),
-                          lse.data<float>());
-      }
-    });
-  } else {
-    out = forward_fast(q, k, v, d, lse);
+  Tensor out = detail::empty_like(q);
+  Tensor lse = empty(Shape{d.bh, d.t}, detail::accumulation_dtype(q.dtype()));
+  {
+    NoGradGuard no_grad;
+    kernels::attention_forward(q, k, v, d, out, lse);
   }
   if (auto node = autograd::make_node<AttentionBackward>(op, {&q, &k, &v})) {
     node->q = autograd::SavedTensor(q);

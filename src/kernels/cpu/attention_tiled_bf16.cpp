@@ -1,15 +1,18 @@
-// scaled_dot_product_attention's tiled bf16 path (see attention_internal.h and the op's file for
-// the math). The oneDNN path computes a chunk's scores for all T keys of every query, causal or
-// not, and passes [32, T, T] fp32 matrices through memory between its products and the softmax;
-// here each (batch, head) pair is one task that keeps its operands in cache:
+// The tiled bf16 attention (attention_tiled_bf16.h; the math is in
+// kernels/scaled_dot_product_attention.h). The chunked path computes a chunk's scores for all T
+// keys of every query, causal or not, and passes [32, T, T] fp32 matrices through memory between
+// its products and the softmax; here each (batch, head) pair is one task that keeps its operands
+// in cache:
 // - K and V are packed once per pair into the pair layouts of kernels/pair_gemm.h;
 // - the queries go in blocks of 128 rows, whose scores (128 x T fp32) stay in L2 from the product
 //   through the softmax to P V;
 // - causal blocks compute only the keys below their last row (rounded up to 16, per tile of 6
 //   rows), about half of the T x T products.
-// The numerics are the oneDNN path's: fp32 scores, the same row functions, P (and in backward
+// The numerics are the chunked path's: fp32 scores, the same row functions, P (and in backward
 // dS) rounded once to bf16 for the products, each product accumulated in fp32 and rounded once.
 // Only the order of each product's fp32 sums differs.
+#include "kernels/cpu/attention_tiled_bf16.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -19,12 +22,10 @@
 #include "kernels/convert_kernels.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/pair_gemm.h"
-#include "mixp/cpu.h"
 #include "mixp/runtime.h"
 #include "mixp/tensor.h"
-#include "ops/attention_internal.h"
 
-namespace mixp::ops::attention {
+namespace mixp::kernels::attention {
 namespace {
 
 namespace isa = kernels::avx512_bf16;
@@ -208,10 +209,6 @@ class ScratchSpace {
 
 }  // namespace
 
-bool tiled_bf16_applies(const Dims& d) {
-  return active_isa() >= Isa::avx512_bf16 && d.dh % 16 == 0;
-}
-
 void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
                         const HeadRows& in, bfloat16* out, const HeadRows& out_rows, float* lse) {
   const Layout l(d);
@@ -296,4 +293,4 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
   });
 }
 
-}  // namespace mixp::ops::attention
+}  // namespace mixp::kernels::attention

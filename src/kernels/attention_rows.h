@@ -1,6 +1,6 @@
-// What scaled_dot_product_attention's two fast paths share: the sizes, the softmax row math,
-// and the tiled bf16 path (scaled_dot_product_attention_bf16.cpp) that the op takes where it
-// applies. Private to mixp's ops.
+// What the attention kernels share (kernels/scaled_dot_product_attention.h,
+// kernels/multi_head_attention.h): the sizes, where the rows of each head are, and the softmax
+// row math. Private to mixp.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include "kernels/vmath.h"
 #include "mixp/float_types.h"
 
-namespace mixp::ops::attention {
+namespace mixp::kernels::attention {
 
 struct Dims {
   int64_t bh = 0, t = 0, dh = 0;  // batch * heads, sequence length, head size
@@ -34,9 +34,9 @@ A softmax_row(A* row, int64_t n, A scale) {
   A m = -std::numeric_limits<A>::infinity();
   A total = 0;
   if constexpr (std::is_same_v<A, float>) {
-    m = kernels::max_f32(row, n) * scale;
-    total = kernels::scale_shift_exp_sum_f32(row, row, n, scale, m);
-    kernels::divide_f32(row, n, total);
+    m = max_f32(row, n) * scale;
+    total = scale_shift_exp_sum_f32(row, row, n, scale, m);
+    divide_f32(row, n, total);
   } else {
     for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * scale);
     for (int64_t j = 0; j < n; ++j) total += std::exp(row[j] * scale - m);
@@ -49,7 +49,7 @@ A softmax_row(A* row, int64_t n, A scale) {
 template <typename A>
 void probabilities_row(A* row, int64_t n, A scale, A lse) {
   if constexpr (std::is_same_v<A, float>) {
-    kernels::scale_shift_exp_f32(row, row, n, scale, lse);
+    scale_shift_exp_f32(row, row, n, scale, lse);
   } else {
     for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] * scale - lse);
   }
@@ -59,7 +59,7 @@ void probabilities_row(A* row, int64_t n, A scale, A lse) {
 template <typename A>
 void score_grad_row(const A* p, A* dp, int64_t n, A scale) {
   if constexpr (std::is_same_v<A, float>) {
-    kernels::score_grad_f32(p, dp, n, kernels::dot_f32(p, dp, n), scale);
+    score_grad_f32(p, dp, n, dot_f32(p, dp, n), scale);
   } else {
     A dot = 0;
     for (int64_t j = 0; j < n; ++j) dot += p[j] * dp[j];
@@ -81,21 +81,4 @@ struct HeadRows {
   }
 };
 
-/// Whether the tiled bf16 path runs for bf16 inputs of these sizes: on AVX-512 BF16 (the active
-/// ISA) with a head size that is a multiple of 16.
-bool tiled_bf16_applies(const Dims& d);
-
-/// q, k, v (rows as `in` says) bf16 -> out (rows as `out_rows` says) bf16 and lse [BH, T] fp32,
-/// as the oneDNN path computes them (P rounded once to bf16 for P V), in blocks of 128 query rows
-/// per (batch, head) pair. Causal tiles skip the keys their rows never see. Row strides must be
-/// even.
-void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
-                        const HeadRows& in, bfloat16* out, const HeadRows& out_rows, float* lse);
-
-/// The gradients of tiled_bf16_forward from dO = g (rows as `g_rows` says), written where `in`
-/// says; dq, dk or dv may be null (not needed).
-void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, const bfloat16* v,
-                         const HeadRows& in, const float* lse, const bfloat16* g,
-                         const HeadRows& g_rows, bfloat16* dq, bfloat16* dk, bfloat16* dv);
-
-}  // namespace mixp::ops::attention
+}  // namespace mixp::kernels::attention

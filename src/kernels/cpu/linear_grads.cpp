@@ -1,0 +1,42 @@
+// The CPU candidates of kernels/linear_grads.h.
+#include "kernels/linear_grads.h"
+
+#include "kernels/gemm_product.h"
+#include "mixp/runtime.h"
+
+namespace mixp::kernels {
+namespace {
+
+constexpr int64_t kFusedMinRows = 512;
+
+bool fused_applies(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor&) {
+  return g.dtype() == DType::bf16 && x.dtype() == DType::bf16 && dw.dtype() == DType::bf16 &&
+         gemm_fast_has_bf16() && g.size(0) >= kFusedMinRows && dw.size(0) > 0 && dw.size(1) > 0;
+}
+
+bool fused_bf16(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db) {
+  const int64_t rows = g.size(0), in = dw.size(1), out = dw.size(0);
+  const int threads = num_threads();
+  Tensor space = empty(Shape{linear_weight_grad_workspace_bytes(in, out, threads)}, DType::u8,
+                       MemoryTag::workspace);
+  Tensor sums = db.defined() ? empty(Shape{out}, DType::f32) : Tensor();
+  linear_weight_grad_fast(rows, in, out, g.raw_data(), x.raw_data(), dw.raw_data(),
+                          db.defined() ? sums.data<float>() : nullptr, space.data<uint8_t>(),
+                          threads);
+  if (db.defined()) db.copy_(sums);
+  return db.defined();
+}
+
+bool unfused(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
+  gemm_product({.m = dw.size(0), .n = dw.size(1), .k = g.size(0), .trans_a = true}, g, x, Tensor(),
+               dw);
+  return false;
+}
+
+}  // namespace
+
+Kernel<LinearWeightGradsFn> linear_weight_grads(
+    "linear_weight_grads", {{.name = "fused_bf16", .applies = fused_applies, .fn = fused_bf16},
+                            {.name = "unfused", .fn = unfused, .fallback = true}});
+
+}  // namespace mixp::kernels

@@ -1,0 +1,20 @@
+// A linear layer's weight and bias gradients, chosen by the registry. Private to mixp.
+#pragma once
+
+#include "kernels/registry.h"
+
+namespace mixp::kernels {
+
+/// dw [out, in] = g^T x summed over the rows, g [rows, out] and x [rows, in] of one dtype, dw of
+/// the weight's dtype, accumulated in fp32 (f64 for f64) and rounded once. db, if defined, is an
+/// [out] tensor for the sum of g's rows; returns whether it was filled. Candidates:
+///   fused_bf16: bf16 g, x and dw from 512 rows, where the CPU has AVX-512 BF16: one pass over
+///               g (linear_weight_grad_fast) packs it for the product and sums its rows into db,
+///               in row order in fp32, rounded once to db's dtype (a separate pass over g was
+///               about 3% of a bf16 gpt step). Below 512 rows the unfused pair is faster
+///               (docs/performance.md).
+///   unfused:    dw by kernels/gemm_product.h; db is left to the caller's sum of g.
+using LinearWeightGradsFn = bool(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db);
+extern Kernel<LinearWeightGradsFn> linear_weight_grads;
+
+}  // namespace mixp::kernels
