@@ -1,7 +1,7 @@
 // The CPU candidates of kernels/conv2d.h: oneDNN's convolution on bf16 where the CPU has
 // AVX-512 BF16, on f32, and on f16 and bf16 widened to f32; the bias and its gradient split
 // over the threads; the fallbacks, the double-accumulating loops of kernels/ref/conv_ref.cpp and
-// the reference passes of ops::sum.
+// ops::sum's passes through the sum_lines kernel.
 #include "kernels/conv2d.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/sum.h"
 #include "kernels/elementwise.h"
 #include "tensor/element.h"
 
@@ -141,9 +142,8 @@ bool sums_in_ops_order(const Tensor& g) {
          !(planes < 4 && g.size(2) > 65536) && !(g.size(1) == 1 && g.size(0) > 65536);
 }
 
-// ops::sum(g.to(acc), {0, 2, 3})'s own passes: W, then H, then N reduced one at a time by
-// sum_middle (Reference: ops::sum's reference mode), each rounded to acc.
-template <bool Reference>
+// ops::sum(g.to(acc), {0, 2, 3})'s own passes: W, then H, then N reduced one at a time by the
+// sum_lines kernel (its fallback in reference mode, as ops::sum's), each rounded to acc.
 Tensor bias_grad_by_dims(const Tensor& g) {
   const DType acc = g.dtype() == DType::f64 ? DType::f64 : DType::f32;
   Tensor current = g.to(acc);
@@ -155,9 +155,7 @@ Tensor bias_grad_by_dims(const Tensor& g) {
     const int64_t n = dims[size_t(dim)];
     dims[size_t(dim)] = 1;
     Tensor next = empty(Shape(dims), acc);
-    visit_floating(acc, "conv2d", [&]<typename T>() {
-      sum_middle<T, Reference>(current.data<T>(), outer, n, inner, 1.0, next.data<T>());
-    });
+    sum_lines(current, Lines{outer, n, inner}, 1.0, next);
     current = next;
   }
   return current.view(Shape{g.size(1)});
@@ -180,7 +178,6 @@ Kernel<Conv2dAddBiasFn> conv2d_add_bias(
 Kernel<Conv2dBiasGradFn> conv2d_bias_grad(
     "conv2d_bias_grad",
     {{.name = "openmp_fused", .applies = sums_in_ops_order, .fn = bias_grad_fused},
-     {.name = "openmp", .fn = bias_grad_by_dims<false>},
-     {.name = "scalar", .fn = bias_grad_by_dims<true>, .fallback = true}});
+     {.name = "by_dims", .fn = bias_grad_by_dims, .fallback = true}});
 
 }  // namespace mixp::kernels
