@@ -120,6 +120,12 @@ class Kernel<R(Args...)> final : public KernelInfo {
     Device device = Device::cpu;
     bool found = false;
     (detail::note_device(name_, args, device, found), ...);
+    return select_on(device, args...);
+  }
+
+  /// The candidate that would run these arguments on `device`: a device whose memory the host
+  /// can reach runs the cpu's candidates on it this way.
+  const Candidate& select_on(Device device, const Args&... args) const {
     const Isa isa = active_isa();
     const bool reference = reference_mode();
     for (const Candidate& c : candidates_) {

@@ -68,7 +68,9 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return s.view(shape).detach();
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype(), MemoryTag::activation, t.device());
+}
 
 void copy_along(const Tensor& src, int64_t src_start, Tensor& dst, int64_t dst_start, int dim,
                 int64_t length) {

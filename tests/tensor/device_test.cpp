@@ -1,0 +1,83 @@
+// Devices: tensors allocated by a device's backend, explicit copies, and kernels chosen for the
+// device of their tensors, shown with a device whose memory the host cannot touch.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+
+#include "kernels/softmax.h"
+#include "mixp/error.h"
+#include "mixp/ops.h"
+#include "support/protected_device.h"
+
+namespace mixp {
+namespace {
+
+using testing::ProtectedDevice;
+
+TEST(Device, TensorsLiveWhereTheirBackendPutsThem) {
+  const Device dev = ProtectedDevice::device();
+  EXPECT_STREQ(name_of(dev), "protected");
+  const size_t before = ProtectedDevice::live_bytes();
+  Philox generator(PhiloxState{7});
+  const Tensor host = randn({3, 5}, generator);
+  {
+    const Tensor there = host.to(dev);
+    EXPECT_EQ(there.device(), dev);
+    EXPECT_GT(ProtectedDevice::live_bytes(), before);
+    EXPECT_EQ(there.to_vector(), host.to_vector());  // through copy_to_host
+    const Tensor half = there.to(DType::bf16);       // the backend's copy, on the device
+    EXPECT_EQ(half.device(), dev);
+    EXPECT_EQ(half.to(Device::cpu).to_vector(), host.to(DType::bf16).to_vector());
+    Tensor filled = empty({4}, DType::f16, MemoryTag::activation, dev);
+    filled.fill_(0.1);
+    EXPECT_EQ(filled.to_vector(), full({4}, 0.1, DType::f16).to_vector());
+  }
+  EXPECT_EQ(ProtectedDevice::live_bytes(), before);  // freed by the backend
+}
+
+TEST(Device, OpsRefuseTensorsOnTwoDevices) {
+  const Tensor there = ones({2, 3}).to(ProtectedDevice::device());
+  Tensor out = empty({2, 3});
+  try {
+    kernels::softmax_lines(there, out, kernels::Lines{2, 3, 1}, false);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different devices, protected and cpu"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Device, AnOpRunsOnANewDeviceThroughItsRegisteredKernel) {
+  const Device dev = ProtectedDevice::device();
+  ProtectedDevice::add_kernel<kernels::softmax_lines>();
+  Philox generator(PhiloxState{3});
+  const Tensor x = randn({4, 33}, generator);
+  const Tensor y = ops::softmax(x.to(dev), -1);  // src/ops unchanged: the registry chose
+  EXPECT_EQ(y.device(), dev);
+  EXPECT_EQ(y.to_vector(), ops::softmax(x, -1).to_vector());
+}
+
+TEST(DeviceDeathTest, TheHostCannotTouchTheProtectedMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Tensor there = ones({8}).to(ProtectedDevice::device());
+  EXPECT_DEATH(
+      {
+        volatile float v = there.data<float>()[0];
+        (void)v;
+      },
+      "");
+}
+
+TEST(Device, AnUnregisteredDeviceIsNamedInTheError) {
+  try {
+    empty({2}, DType::f32, MemoryTag::activation, Device::cuda);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA backend"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace mixp
