@@ -7,9 +7,8 @@
 #include <span>
 #include <type_traits>
 
-#include "kernels/cpu/parallel.h"
+#include "kernels/amp_unscale.h"
 #include "mixp/autograd.h"
-#include "mixp/convert.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 #include "tensor/tensor_impl.h"
@@ -96,123 +95,9 @@ ScaleChange update_scale(ScaleState& state, const GradScalerOptions& options, bo
   return ScaleChange::growth_refused;
 }
 
-// ---- the fused check-and-unscale kernel ----------------------------------------------------
-
 namespace {
 
-constexpr int64_t kBlock = 1024;
-constexpr int64_t kChunk = 64 * kBlock;
-
-template <typename T>
-using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename T>
-void widen(const T* src, int64_t n, float* dst) {
-  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
-    convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)), 1.0f);
-  } else {
-    convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)));
-  }
-}
-
-template <typename T>
-void narrow(const float* src, int64_t n, T* dst) {
-  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
-    convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)), 1.0f,
-            Overflow::inf_or_nan);
-  } else {
-    convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)));
-  }
-}
-
-// Checks x[0, n) for inf/NaN and, when `multiply`, scales it by `inv`. Returns the index of the
-// first non-finite element, or -1.
-template <typename C>
-int64_t check_and_scale(C* x, int64_t n, C inv, bool multiply) {
-  constexpr C kMax = std::numeric_limits<C>::max();
-  bool bad = false;
-  for (int64_t j = 0; j < n; ++j) bad |= !(std::abs(x[j]) <= kMax);  // false for NaN too
-  int64_t first = -1;
-  if (bad) {
-    for (int64_t j = 0; j < n && first < 0; ++j) {
-      if (!std::isfinite(x[j])) first = j;
-    }
-  }
-  if (multiply) {
-    for (int64_t j = 0; j < n; ++j) x[j] = x[j] * inv;
-  }
-  return first;
-}
-
-// One chunk of a gradient: widened block by block, checked, scaled and narrowed in one pass.
-template <typename T>
-int64_t unscale_chunk(T* data, int64_t n, float inv, bool multiply) {
-  using C = Compute<T>;
-  int64_t first = -1;
-  for (int64_t i = 0; i < n; i += kBlock) {
-    const int64_t len = std::min(kBlock, n - i);
-    int64_t bad;
-    if constexpr (std::is_same_v<T, C>) {
-      bad = check_and_scale<C>(data + i, len, C(inv), multiply);
-    } else {
-      float buffer[kBlock];
-      widen(data + i, len, buffer);
-      bad = check_and_scale<float>(buffer, len, inv, multiply);
-      if (multiply) narrow(buffer, len, data + i);
-    }
-    if (bad >= 0 && first < 0) first = i + bad;
-  }
-  return first;
-}
-
-// Unscales a whole gradient over threads; returns the first non-finite element or -1. Each
-// chunk records its own first index, and the chunks are combined in order, so the answer is
-// the same for any thread count.
-template <typename T>
-int64_t unscale_gradient(T* data, int64_t n, float inv, bool multiply) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<int64_t> first;
-  first.assign(size_t(chunks), -1);
-  kernels::parallel_for(n, kChunk, [&](int64_t begin, int64_t end) {
-    const int64_t bad = unscale_chunk(data + begin, end - begin, inv, multiply);
-    first[size_t(begin / kChunk)] = bad < 0 ? -1 : begin + bad;
-  });
-  for (int64_t f : first) {
-    if (f >= 0) return f;
-  }
-  return -1;
-}
-
-int64_t unscale_tensor(Tensor& grad, float inv, bool multiply) {
-  const int64_t n = grad.numel();
-  switch (grad.dtype()) {
-    case DType::f32: return unscale_gradient(grad.data<float>(), n, inv, multiply);
-    case DType::f64: return unscale_gradient(grad.data<double>(), n, inv, multiply);
-    case DType::f16: return unscale_gradient(grad.data<float16>(), n, inv, multiply);
-    case DType::bf16: return unscale_gradient(grad.data<bfloat16>(), n, inv, multiply);
-    case DType::e4m3: return unscale_gradient(grad.data<float8_e4m3>(), n, inv, multiply);
-    case DType::e5m2: return unscale_gradient(grad.data<float8_e5m2>(), n, inv, multiply);
-    default: break;
-  }
-  MIXP_CHECK(false, "GradScaler::unscale: a gradient of dtype ", name_of(grad.dtype()),
-             " is not floating");
-  return -1;
-}
-
-// fp16 flushes |g| <= 2^-25 (half its smallest subnormal, the tie going to 0).
-constexpr double kFp16Flush = 0x1p-25;
 constexpr double kFp16Max = 65504.0;
-
-// Counts the elements of a (scaled) gradient that fp16 would flush, and the largest |g|.
-void count_flushable(const Tensor& grad, int64_t& flushable, double& max_abs) {
-  const Tensor g = grad.dtype() == DType::f32 ? grad : grad.to(DType::f32);
-  const float* p = g.data<float>();
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    const double a = std::fabs(double(p[i]));
-    flushable += a <= kFp16Flush;
-    if (a > max_abs && std::isfinite(a)) max_abs = a;
-  }
-}
 
 std::string describe(const NonFiniteSource& s) {
   return detail::concat("parameter ", s.parameter, " of optimizer ", s.optimizer, " (shape ",
@@ -266,13 +151,13 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor grad = params[i].grad();
     if (!grad.defined() || grad.numel() == 0) continue;
-    MIXP_CHECK(grad.device() == Device::cpu, "GradScaler::unscale: parameter ", i,
-               " has its gradient on ", name_of(grad.device()));
     if (underflow_check_due()) {
-      count_flushable(grad, record.flushable, record.max_abs);
+      const kernels::FlushCount count = kernels::count_fp16_flushable(grad);
+      record.flushable += count.flushable;
+      record.max_abs = std::max(record.max_abs, count.max_abs);
       record.counted += grad.numel();
     }
-    const int64_t bad = unscale_tensor(grad, inv, multiply);
+    const int64_t bad = kernels::unscale_and_check(grad, inv, multiply);
     if (multiply) ++grad.impl()->storage->version;
     if (bad >= 0 && !record.found_inf) {
       record.found_inf = true;
