@@ -34,50 +34,6 @@ Tensor empty_like(const Tensor& t);
 /// The dtype statistics and accumulators are kept in: fp32, or f64 for f64 data.
 inline DType accumulation_dtype(DType d) { return d == DType::f64 ? DType::f64 : DType::f32; }
 
-// Sums along a row in the compute type: fp32 by the vectorized kernels in their fixed order
-// (serial fp32 sums, one dependent addition after another, were most of layer norm's and batch
-// norm's time), f64 serially.
-template <typename C>
-C row_sum(const C* x, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return kernels::sum_f32(x, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += x[j];
-    return total;
-  }
-}
-
-template <typename C>
-C row_dot(const C* a, const C* b, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return kernels::dot_f32(a, b, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-    return total;
-  }
-}
-
-/// The elements of `t` (any dtype) as Acc, or an empty vector when `t` is undefined.
-template <typename Acc>
-std::vector<Acc> values_as(const Tensor& t) {
-  std::vector<Acc> out;
-  if (!t.defined()) return out;
-  out.resize(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
-  return out;
-}
-
-/// A 1-D tensor of `dtype` holding `values`, each rounded once.
-template <typename Acc>
-Tensor tensor_from(const std::vector<Acc>& values, DType dtype) {
-  Tensor t = empty({int64_t(values.size())}, dtype);
-  for (size_t i = 0; i < values.size(); ++i)
-    store_element(t.raw_data(), dtype, int64_t(i), double(values[i]));
-  return t;
-}
 /// Copies positions [src_start, src_start + length) of dimension `dim` of `src` to positions
 /// [dst_start, dst_start + length) of the same dimension of `dst`: a byte copy (any dtype, the
 /// same in both), in parallel. Every other dimension must have the same size in both.

@@ -9,47 +9,11 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
-#include "kernels/vmath.h"
+#include "kernels/row_sums.h"
 #include "tensor/element.h"
 
 namespace mixp::kernels {
 namespace {
-
-// Sums along a run in the compute type: fp32 by the vectorized kernels in their fixed order
-// (serial fp32 sums, one dependent addition after another, were most of batch norm's time), f64
-// serially.
-template <typename C>
-C run_sum(const C* x, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return sum_f32(x, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += x[j];
-    return total;
-  }
-}
-
-template <typename C>
-C run_dot(const C* a, const C* b, int64_t n) {
-  if constexpr (std::is_same_v<C, float>) {
-    return dot_f32(a, b, n);
-  } else {
-    C total = 0;
-    for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-    return total;
-  }
-}
-
-/// The elements of a [c] tensor (any floating dtype) as Acc, or none when it is undefined.
-template <typename Acc>
-std::vector<Acc> channel_values(const Tensor& t) {
-  std::vector<Acc> out;
-  if (!t.defined()) return out;
-  out.resize(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
-  return out;
-}
 
 /// Stores values[c * stride + offset] into channel c of `t`, each rounded once to its dtype.
 template <typename Acc>
@@ -109,7 +73,7 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   const std::vector<C> sums = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
     const auto v = chunk_scratch<C>((end - begin) * s);
     widen(x + begin * s, (end - begin) * s, v.get());
-    for (int64_t u = begin; u < end; ++u) p[u % geo.c] += run_sum(v.get() + (u - begin) * s, s);
+    for (int64_t u = begin; u < end; ++u) p[u % geo.c] += row_sum(v.get() + (u - begin) * s, s);
   });
   Stats<C> st;
   st.mean.resize(sums.size());
@@ -121,7 +85,7 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
       const C m = st.mean[size_t(u % geo.c)];
       C* run = v.get() + (u - begin) * s;  // a copy: becomes x - mean
       for (int64_t i = 0; i < s; ++i) run[i] -= m;
-      p[u % geo.c] += run_dot(run, run, s);
+      p[u % geo.c] += row_dot(run, run, s);
     }
   });
   st.var.resize(sums.size());
@@ -169,8 +133,8 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
       C* xhat = xv.get() + (u - begin) * s;  // a copy of x: becomes xhat
       const C* gr = gv.get() + (u - begin) * s;
       for (int64_t i = 0; i < s; ++i) xhat[i] = (xhat[i] - m) * rs;
-      p[2 * c] += run_sum(gr, s);
-      p[2 * c + 1] += run_dot(gr, xhat, s);
+      p[2 * c] += row_sum(gr, s);
+      p[2 * c + 1] += row_dot(gr, xhat, s);
     }
   });
 }
@@ -285,7 +249,7 @@ void grad_input_serial(const T* x, const T* g, Geometry geo, const Compute<T>* m
 template <typename Acc>
 void update_running(Tensor& running, const std::vector<Acc>& batch, double momentum) {
   if (!running.defined()) return;
-  std::vector<Acc> updated = channel_values<Acc>(running);
+  std::vector<Acc> updated = values_as<Acc>(running);
   for (size_t c = 0; c < updated.size(); ++c) {
     updated[c] = (Acc(1) - Acc(momentum)) * updated[c] + Acc(momentum) * batch[c];
   }
@@ -299,8 +263,8 @@ void update_running(Tensor& running, const std::vector<Acc>& batch, double momen
 template <typename Acc>
 Stats<Acc> running_stats(const Tensor& running_mean, const Tensor& running_var, double eps) {
   Stats<Acc> st;
-  st.mean = channel_values<Acc>(running_mean);
-  st.rstd = channel_values<Acc>(running_var);
+  st.mean = values_as<Acc>(running_mean);
+  st.rstd = values_as<Acc>(running_var);
   for (Acc& r : st.rstd) r = Acc(1) / std::sqrt(r + Acc(eps));
   return st;
 }
@@ -350,7 +314,7 @@ void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tens
       }
       update_running_stats(st, geo, params.momentum, running_mean, running_var);
     }
-    const std::vector<Acc> w = channel_values<Acc>(weight), b = channel_values<Acc>(bias);
+    const std::vector<Acc> w = values_as<Acc>(weight), b = values_as<Acc>(bias);
     if constexpr (Fallback) {
       normalize_serial<T>(x.data<T>(), geo, st, w, b, y.data<T>());
     } else {
@@ -376,13 +340,13 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& weight, const 
     if constexpr (Fallback) {
       if (need_sums) sums = grad_sums_serial<T>(xd, gd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_serial<T>(xd, gd, geo, md, rd, channel_values<double>(weight), sums, training,
+        grad_input_serial<T>(xd, gd, geo, md, rd, values_as<double>(weight), sums, training,
                              dx.data<T>());
       }
     } else {
       if (need_sums) sums = grad_sums_chunked<T>(xd, gd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_chunked<T>(xd, gd, geo, md, rd, channel_values<C>(weight), sums, training,
+        grad_input_chunked<T>(xd, gd, geo, md, rd, values_as<C>(weight), sums, training,
                               dx.data<T>());
       }
     }

@@ -11,32 +11,10 @@
 #include "core/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/layer_norm_rows.h"
+#include "kernels/row_sums.h"
 
 namespace mixp::kernels {
 namespace {
-
-double sum_f64(const double* x, int64_t n) {
-  double total = 0;
-  for (int64_t j = 0; j < n; ++j) total += x[j];
-  return total;
-}
-
-double dot_f64(const double* a, const double* b, int64_t n) {
-  double total = 0;
-  for (int64_t j = 0; j < n; ++j) total += a[j] * b[j];
-  return total;
-}
-
-/// The elements of `t` (any dtype) as Acc, or an empty vector when `t` is undefined.
-template <typename Acc>
-std::vector<Acc> values_as(const Tensor& t) {
-  std::vector<Acc> out;
-  if (!t.defined()) return out;
-  out.resize(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    out[size_t(i)] = Acc(load_element(t.raw_data(), t.dtype(), i));
-  return out;
-}
 
 /// `values` into `t`, each rounded once to its dtype; nothing when `t` is undefined.
 template <typename Acc>
@@ -65,9 +43,9 @@ const Compute<T>* compute_row(const T* x, int64_t row, int64_t n, std::vector<Co
 void forward_row_f64(const double* xr, int64_t n, const std::vector<double>& w,
                      const std::vector<double>& b, double eps, std::vector<double>& v, double* y,
                      double& mean, double& rstd) {
-  mean = sum_f64(xr, n) / double(n);
+  mean = row_sum<double>(xr, n) / double(n);
   for (int64_t j = 0; j < n; ++j) v[size_t(j)] = xr[j] - mean;
-  rstd = 1.0 / std::sqrt(dot_f64(v.data(), v.data(), n) / double(n) + eps);
+  rstd = 1.0 / std::sqrt(row_dot<double>(v.data(), v.data(), n) / double(n) + eps);
   for (int64_t j = 0; j < n; ++j) {
     double o = v[size_t(j)] * rstd;
     if (!w.empty()) o *= w[size_t(j)];
@@ -156,8 +134,8 @@ void backward_row_f64(const double* x, const double* g, const double* weight, do
     gw[j] = weight == nullptr ? g[j] : g[j] * weight[j];
   }
   if (dx == nullptr) return;
-  const double mean_gw = sum_f64(gw, n) / double(n);
-  const double mean_gwx = dot_f64(gw, xh, n) / double(n);
+  const double mean_gw = row_sum<double>(gw, n) / double(n);
+  const double mean_gwx = row_dot<double>(gw, xh, n) / double(n);
   for (int64_t j = 0; j < n; ++j) dx[j] = rs * (gw[j] - mean_gw - xh[j] * mean_gwx);
 }
 
