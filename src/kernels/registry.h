@@ -24,7 +24,7 @@
 //   using SoftmaxRowsFn = void(const Tensor& x, Tensor& y, int64_t n, bool log);
 //   extern Kernel<SoftmaxRowsFn> softmax_rows;
 //
-//   // kernels/softmax.cpp: the CPU candidates, best first, ending with the fallback
+//   // kernels/cpu/softmax.cpp: the CPU candidates, best first, ending with the fallback
 //   Kernel<SoftmaxRowsFn> softmax_rows("softmax_rows", {
 //       {.name = "avx512", .isa = Isa::avx512, .fn = cpu::softmax_rows_avx512},
 //       {.name = "scalar", .fn = cpu::softmax_rows_scalar, .fallback = true}});
