@@ -11,34 +11,36 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/elementwise.h"
 #include "mixp/convert.h"
 #include "mixp/error.h"
 
 namespace mixp::kernels {
 namespace {
 
-constexpr int64_t kBlock = 1024;
 constexpr int64_t kChunk = 64 * kBlock;
 
 template <typename T>
-using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+constexpr bool kIsFp8 = std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>;
 
+// elementwise.h's widen and narrow, plus FP8 at scale 1 (gradients may be FP8 codes); an
+// overflow of an FP8 code is kept as inf or NaN, so that the next check finds it.
 template <typename T>
-void widen(const T* src, int64_t n, float* dst) {
-  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
+void widen_gradient(const T* src, int64_t n, float* dst) {
+  if constexpr (kIsFp8<T>) {
     convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)), 1.0f);
   } else {
-    convert(std::span<const T>(src, size_t(n)), std::span<float>(dst, size_t(n)));
+    widen(src, n, dst);
   }
 }
 
 template <typename T>
-void narrow(const float* src, int64_t n, T* dst) {
-  if constexpr (std::is_same_v<T, float8_e4m3> || std::is_same_v<T, float8_e5m2>) {
+void narrow_gradient(const float* src, int64_t n, T* dst) {
+  if constexpr (kIsFp8<T>) {
     convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)), 1.0f,
             Overflow::inf_or_nan);
   } else {
-    convert(std::span<const float>(src, size_t(n)), std::span<T>(dst, size_t(n)));
+    narrow(src, n, dst);
   }
 }
 
@@ -73,9 +75,9 @@ int64_t unscale_chunk(T* data, int64_t n, float inv, bool multiply) {
       bad = check_and_scale<C>(data + i, len, C(inv), multiply);
     } else {
       float buffer[kBlock];
-      widen(data + i, len, buffer);
+      widen_gradient(data + i, len, buffer);
       bad = check_and_scale<float>(buffer, len, inv, multiply);
-      if (multiply) narrow(buffer, len, data + i);
+      if (multiply) narrow_gradient(buffer, len, data + i);
     }
     if (bad >= 0 && first < 0) first = i + bad;
   }
