@@ -4,8 +4,9 @@
 // with it, each for one device and the least instruction set it needs, in the order they are to
 // be tried (fastest first), each with an optional predicate saying whether it applies to a
 // call (dtype, shape, alignment). A call runs the first candidate that
-//   - is for the device of the call (the device of its first Tensor argument; cpu for a kernel
-//     of raw pointers),
+//   - is for the device of the call: the device of its Tensor arguments, of ranges of Tensors
+//     and of arguments with a device() (a struct of tensors); cpu for a kernel of raw pointers.
+//     Arguments on different devices are refused,
 //   - needs no more than the active ISA (mixp/cpu.h: best_isa() lowered by IsaLimit, --isa),
 //   - is the device's fallback when reference_mode() is on (MIXP_REFERENCE=1, ReferenceMode),
 //   - and whose predicate, if any, accepts the call's arguments.
@@ -33,7 +34,9 @@
 //   kernels::softmax_rows(x, y, n, false);
 #pragma once
 
+#include <concepts>
 #include <initializer_list>
+#include <ranges>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -68,16 +71,41 @@ void unregister_kernel_info(const KernelInfo* kernel);
 [[noreturn]] void throw_no_candidate(const char* kernel, Device device, Isa isa, bool reference);
 
 namespace detail {
+inline void note_one_device(const char* kernel, Device d, Device& device, bool& found) {
+  if (!found) {
+    device = d;
+    found = true;
+  } else if (d != device) {
+    throw_mixed_devices(kernel, device, d);
+  }
+}
+
+/// An argument that says where its memory is: a Tensor, a range of Tensors, or a struct of
+/// them with a `Device device() const` (which reports the device of its defined tensors and
+/// throws if they disagree).
+template <typename A>
+concept HasDevice = requires(const A& a) {
+  { a.device() } -> std::convertible_to<Device>;
+};
+
+template <typename A>
+concept RangeOfTensors = std::ranges::range<A> &&
+                         std::is_same_v<std::remove_cvref_t<std::ranges::range_value_t<A>>, Tensor>;
+template <typename A>
+concept RangeWithDevices =
+    std::ranges::range<A> && HasDevice<std::remove_cvref_t<std::ranges::range_value_t<A>>>;
+
 template <typename A>
 void note_device(const char* kernel, const A& arg, Device& device, bool& found) {
-  if constexpr (std::is_same_v<std::remove_cvref_t<A>, Tensor>) {
-    if (!arg.defined()) return;
-    if (!found) {
-      device = arg.device();
-      found = true;
-    } else if (arg.device() != device) {
-      throw_mixed_devices(kernel, device, arg.device());
-    }
+  using T = std::remove_cvref_t<A>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    if (arg.defined()) note_one_device(kernel, arg.device(), device, found);
+  } else if constexpr (RangeOfTensors<T>) {
+    for (const Tensor& t : arg) note_device(kernel, t, device, found);
+  } else if constexpr (RangeWithDevices<T>) {
+    for (const auto& item : arg) note_one_device(kernel, item.device(), device, found);
+  } else if constexpr (HasDevice<T>) {
+    note_one_device(kernel, arg.device(), device, found);
   }
 }
 }  // namespace detail

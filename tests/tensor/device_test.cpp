@@ -4,7 +4,10 @@
 
 #include <bit>
 #include <cstring>
+#include <span>
+#include <vector>
 
+#include "kernels/registry.h"
 #include "kernels/softmax.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
@@ -47,6 +50,36 @@ TEST(Device, OpsRefuseTensorsOnTwoDevices) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A struct of tensors says its device with device(), as an optimizer's slot does.
+struct TwoTensors {
+  Tensor a, b;
+  Device device() const { return a.device(); }
+};
+using GroupsFn = const char*(std::span<const Tensor> tensors, const std::vector<TwoTensors>& pairs);
+const char* on_cpu(std::span<const Tensor>, const std::vector<TwoTensors>&) { return "cpu"; }
+const char* on_protected(std::span<const Tensor>, const std::vector<TwoTensors>&) {
+  return "protected";
+}
+
+TEST(Device, TheDeviceOfACallIncludesRangesAndStructsOfTensors) {
+  const Device dev = ProtectedDevice::device();
+  static kernels::Kernel<GroupsFn> kernel("groups",
+                                          {{.name = "cpu", .fn = on_cpu, .fallback = true}});
+  static const bool added = (kernel.add({.name = "protected", .device = dev, .fn = on_protected,
+                                         .fallback = true}),
+                             true);
+  ASSERT_TRUE(added);
+  const std::vector<Tensor> here = {zeros({1}), zeros({2})};
+  const std::vector<Tensor> there = {zeros({1}).to(dev)};
+  const std::vector<TwoTensors> pairs_here = {{zeros({1}), zeros({1})}};
+  const std::vector<TwoTensors> pairs_there = {{zeros({1}).to(dev), Tensor()}};
+  EXPECT_STREQ(kernel(here, pairs_here), "cpu");
+  EXPECT_STREQ(kernel(there, pairs_there), "protected");
+  EXPECT_STREQ(kernel({}, pairs_there), "protected");
+  EXPECT_THROW(kernel(here, pairs_there), Error);
+  EXPECT_THROW(kernel(there, pairs_here), Error);
 }
 
 TEST(Device, AnOpRunsOnANewDeviceThroughItsRegisteredKernel) {
