@@ -10,7 +10,12 @@ namespace mixp::kernels {
 
 void philox_words(const PhiloxState& state, uint64_t first, uint32_t* out, uint64_t count) {
   if (active_isa() < Isa::avx512) return mixp::philox_words(state, first, out, count);
-  // The words before the first whole block and after the last run of 16 blocks are scalar.
+  avx512::philox_words(state, first, out, count);
+}
+
+// The words before the first whole block and after the last run of 16 blocks are scalar.
+void avx512::philox_words(const PhiloxState& state, uint64_t first, uint32_t* out,
+                          uint64_t count) {
   uint64_t word = state.offset + first, done = 0;
   const uint64_t head = std::min<uint64_t>((4 - word % 4) % 4, count);
   mixp::philox_words(state, first, out, head);

@@ -29,6 +29,8 @@ namespace avx512 {
 /// Whole Philox blocks only: `block` is the first block's index (words 4 * block ...), and
 /// `blocks` a multiple of 16.
 void philox_blocks(const PhiloxState& state, uint64_t block, uint32_t* out, uint64_t blocks);
+/// philox_words with the whole runs of 16 blocks from philox_blocks, the rest scalar.
+void philox_words(const PhiloxState& state, uint64_t first, uint32_t* out, uint64_t count);
 void round_bf16_stochastic(const float* x, const uint32_t* words, unsigned shift, int64_t n,
                            uint16_t* out);
 }  // namespace avx512

@@ -3,6 +3,7 @@
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "optim/adam_update.h"
+#include "optim/weight_slot.h"
 
 namespace mixp::optim {
 
@@ -21,37 +22,28 @@ AdamFamily::AdamFamily(const char* name, std::vector<Tensor> parameters, double 
 void AdamFamily::update(const std::array<double, 2>& betas, double eps, double weight_decay,
                         WeightDecay decay) {
   NoGradGuard no_grad;
-  const detail::Decay mode =
-      decay == WeightDecay::l2_penalty ? detail::Decay::l2 : detail::Decay::decoupled;
-  std::vector<detail::FusedAdamSlot> fused;
+  const kernels::AdamDecay mode =
+      decay == WeightDecay::l2_penalty ? kernels::AdamDecay::l2 : kernels::AdamDecay::decoupled;
+  std::vector<kernels::AdamSlot> slots;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Slot s = slot(i);
     if (!s.grad.defined()) continue;
     const int64_t t = ++parameter_steps_[i];
-    if (s.param.dtype() == DType::f64) {
-      detail::adam_update_f64(s, exp_avg_[i], exp_avg_sq_[i],
-                              {t, learning_rate(), betas, eps, weight_decay, mode});
-    } else {
-      const detail::AdamStep<float> c(t, learning_rate(), betas, eps, weight_decay, mode);
-      const PhiloxState state_rng = exp_avg_[i].dtype() == DType::bf16
-                                        ? take_rounding_words(i)
-                                        : PhiloxState{};
-      fused.push_back({.s = s,
-                       .exp_avg = exp_avg_[i],
-                       .exp_avg_sq = exp_avg_sq_[i],
-                       .state_rng = state_rng,
-                       .k = {.step_size = c.step_size,
-                             .bc2_sqrt = c.bc2_sqrt,
-                             .b1 = c.b1,
-                             .beta2 = c.beta2,
-                             .b2 = c.b2,
-                             .eps = c.e,
-                             .l2 = c.l2,
-                             .shrink = c.shrink}});
-    }
+    const PhiloxState state_rng =
+        exp_avg_[i].dtype() == DType::bf16 ? take_rounding_words(i) : PhiloxState{};
+    slots.push_back({.weights = detail::weight_slot(s),
+                     .exp_avg = exp_avg_[i],
+                     .exp_avg_sq = exp_avg_sq_[i],
+                     .state_rng = state_rng,
+                     .hyper = {.step = t,
+                               .lr = learning_rate(),
+                               .betas = betas,
+                               .eps = eps,
+                               .weight_decay = weight_decay,
+                               .decay = mode}});
     bump_version(i);
   }
-  detail::run_fused_adam(fused);
+  kernels::adam_update(slots);
   ++steps_;
 }
 

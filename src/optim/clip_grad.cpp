@@ -3,43 +3,14 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
-#include "kernels/elementwise.h"
+#include "kernels/grad_norm.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
-#include "optim/update.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp::optim {
 
 namespace {
-
-static_assert(kGradNormChunk == 16 * kernels::kBlock, "whole blocks per chunk");
-
-// Sum of squares of each fixed chunk of one gradient in Acc, in chunk order: the result does not
-// depend on the thread count.
-template <typename Acc>
-std::vector<Acc> chunk_sums(const Tensor& g) {
-  const int64_t n = g.numel();
-  const int64_t chunks = (n + kGradNormChunk - 1) / kGradNormChunk;
-  std::vector<Acc> partial(static_cast<size_t>(chunks), Acc(0));
-  kernels::parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
-    Acc x[kernels::kBlock];
-    for (int64_t c = begin; c < end; ++c) {
-      const int64_t stop = std::min(n, (c + 1) * kGradNormChunk);
-      Acc sum = 0;
-      for (int64_t i = c * kGradNormChunk; i < stop; i += kernels::kBlock) {
-        const int64_t len = std::min(kernels::kBlock, stop - i);
-        detail::load_block(g, i, len, x);
-        Acc block = 0;
-        for (int64_t j = 0; j < len; ++j) block += x[j] * x[j];
-        sum += block;
-      }
-      partial[size_t(c)] = sum;
-    }
-  });
-  return partial;
-}
 
 template <typename Acc>
 double norm_in(const std::vector<std::vector<double>>& per_gradient) {
@@ -58,20 +29,11 @@ void check_gradient(const Tensor& g) {
              " are not supported (f32, f64, bf16, f16 are)");
 }
 
-template <typename T>
-void scale_in_place(Tensor g, double factor) {
-  using C = kernels::Compute<T>;
-  const C f = C(factor);
-  kernels::map1_fast(g.data<T>(), g.data<T>(), g.numel(), [f](C x) { return x * f; });
-}
-
 }  // namespace
 
 std::vector<double> chunk_squares(const Tensor& gradient, bool f64) {
   check_gradient(gradient);
-  if (f64) return chunk_sums<double>(gradient);
-  const std::vector<float> sums = chunk_sums<float>(gradient);
-  return {sums.begin(), sums.end()};
+  return kernels::grad_chunk_squares(gradient, kGradNormChunk, f64);
 }
 
 double norm_from_chunk_squares(const std::vector<std::vector<double>>& per_gradient, bool f64) {
@@ -84,12 +46,7 @@ void scale_to_norm(const std::vector<Tensor>& gradients, double norm, double max
   if (factor >= 1.0) return;
   NoGradGuard no_grad;
   for (Tensor g : gradients) {
-    switch (g.dtype()) {
-      case DType::f32: scale_in_place<float>(g, factor); break;
-      case DType::f64: scale_in_place<double>(g, factor); break;
-      case DType::bf16: scale_in_place<bfloat16>(g, factor); break;
-      default: scale_in_place<float16>(g, factor); break;
-    }
+    kernels::scale_gradient(g, factor);
     ++g.impl()->storage->version;
   }
 }

@@ -4,7 +4,7 @@
 
 #include "mixp/autograd.h"
 #include "mixp/error.h"
-#include "optim/update.h"
+#include "optim/weight_slot.h"
 
 namespace mixp::optim {
 
@@ -93,38 +93,25 @@ void Sgd::apply_state(const StateDict& state) {
   }
 }
 
-namespace {
-template <typename C>
-void sgd_update(const MasterWeightOptimizer::Slot& s, Tensor buffer, bool first, double lr_d,
-                const SgdOptions& o) {
-  const C lr = C(lr_d), wd = C(o.weight_decay), mu = C(o.momentum), keep = C(1.0 - o.dampening);
-  const bool nesterov = o.nesterov;
-  C* b = buffer.defined() ? buffer.data<C>() : nullptr;
-  detail::update_parameter<C>(s, [=](int64_t i, C w, C g) {
-    C d = g + wd * w;
-    if (b) {
-      b[i] = first ? d : mu * b[i] + keep * d;
-      d = nesterov ? d + mu * b[i] : b[i];
-    }
-    return w - lr * d;
-  });
-}
-}  // namespace
-
 void Sgd::step() {
   NoGradGuard no_grad;
+  const kernels::SgdHyper hyper{.lr = learning_rate(),
+                                .momentum = options_.momentum,
+                                .dampening = options_.dampening,
+                                .weight_decay = options_.weight_decay,
+                                .nesterov = options_.nesterov};
+  std::vector<kernels::SgdSlot> slots;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Slot s = slot(i);
     if (!s.grad.defined()) continue;
-    const bool first = !started_[i];
-    if (s.param.dtype() == DType::f64) {
-      sgd_update<double>(s, momentum_[i], first, learning_rate(), options_);
-    } else {
-      sgd_update<float>(s, momentum_[i], first, learning_rate(), options_);
-    }
+    slots.push_back({.weights = detail::weight_slot(s),
+                     .momentum = momentum_[i],
+                     .first = !started_[i],
+                     .hyper = hyper});
     if (momentum_[i].defined()) started_[i] = true;
     bump_version(i);
   }
+  kernels::sgd_update(slots);
   ++steps_;
 }
 
