@@ -21,7 +21,17 @@
 
 #include <cstdint>
 
+#include "kernels/registry.h"
+
 namespace mixp::kernels {
+
+/// The fp32 master (f32, n elements) of a bf16 parameter of n elements from the parameter and
+/// its master_low (u8: the 2n bytes of the low halves, then the ceil(n / 8) bytes of tie bits).
+using JoinBf16MasterFn = void(const Tensor& param, const Tensor& master_low, Tensor& master);
+extern Kernel<JoinBf16MasterFn> join_bf16_master;
+/// The bf16 parameter and its master_low from an fp32 master: the inverse of join_bf16_master.
+using SplitBf16MasterFn = void(const Tensor& master, Tensor& param, Tensor& master_low);
+extern Kernel<SplitBf16MasterFn> split_bf16_master;
 
 void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
                        uint8_t* ties);

@@ -77,11 +77,7 @@ Tensor MasterWeightOptimizer::master(size_t i) const {
     m.copy_(p);
     return m;
   }
-  const int64_t n = p.numel();
-  const auto* low = master_lows_[i].data<uint8_t>();
-  kernels::join_master_bf16(static_cast<const uint16_t*>(p.raw_data()),
-                            reinterpret_cast<const uint16_t*>(low), low + 2 * n, n,
-                            m.data<float>());
+  kernels::join_bf16_master(p, master_lows_[i], m);
   return m;
 }
 
@@ -104,10 +100,7 @@ void MasterWeightOptimizer::set_master(size_t i, const Tensor& value) {
     masters_[i].copy_(value);
     p.copy_(value);  // rounds to nearest even
   } else {
-    const int64_t n = p.numel();
-    auto* low = master_lows_[i].data<uint8_t>();
-    kernels::split_master_bf16(value.data<float>(), n, static_cast<uint16_t*>(p.raw_data()),
-                               reinterpret_cast<uint16_t*>(low), low + 2 * n);
+    kernels::split_bf16_master(value, p, master_lows_[i]);
     ++p.impl()->storage->version;
   }
   versions_[i] = p.version();

@@ -14,7 +14,7 @@ void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t
   for (int64_t byte = 0; byte < (n + 7) / 8; ++byte) ties[byte] = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t x = std::bit_cast<uint32_t>(master[i]);
-    const uint16_t p = detail::round_f32_bits_to_bf16(x);
+    const uint16_t p = mixp::detail::round_f32_bits_to_bf16(x);
     const uint16_t l = uint16_t(x & 0xffffu);
     param[i] = p;
     low[i] = l;
