@@ -6,13 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/gemm.h"
+#include "kernels/fp4_quantize.h"
 #include "mixp/amp/adaptive.h"
 #include "mixp/amp/fp4.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
 #include "mixp/float_types.h"
-#include "mixp/runtime.h"
 
 namespace mixp::amp {
 namespace {
@@ -64,13 +63,7 @@ Grid fp8_grid(const Tensor& v) {
 Tensor bf16_product(const Tensor& x, const Tensor& w) {
   const Tensor a = x.to(DType::bf16), b = w.to(DType::bf16);
   Tensor c = empty({x.size(0), w.size(0)}, DType::f32, MemoryTag::workspace);
-  const kernels::GemmShape shape{.m = x.size(0), .n = w.size(0), .k = x.size(1), .trans_b = true};
-  if (reference_mode() || !kernels::gemm_fast_has_bf16()) {
-    const Tensor fa = a.to(DType::f32), fb = b.to(DType::f32);
-    kernels::gemm_reference(shape, DType::f32, fa.raw_data(), fb.raw_data(), c.raw_data());
-  } else {
-    kernels::gemm_fast(shape, DType::bf16, a.raw_data(), b.raw_data(), c.raw_data(), DType::f32);
-  }
+  kernels::bf16_product(a, b, c);
   return c;
 }
 

@@ -1,14 +1,15 @@
-// FP4 block quantization at the tensor level (mixp/amp/fp4.h): the amax, the tensor scale, and
-// the fast or the reference kernel of kernels/fp4.h; the FP4 GEMM and the Hadamard transform.
+// FP4 block quantization at the tensor level (mixp/amp/fp4.h): the amax, the tensor scale and
+// the quantization (registry kernels of kernels/fp4_quantize.h); the FP4 GEMM and the Hadamard
+// transform.
 // Like FP8's scaling (fp8_scaling.cpp) this sits with autograd, below the ops that use it.
 #include "mixp/amp/fp4.h"
 
 #include <algorithm>
 #include "kernels/fp4.h"
-#include "kernels/gemm.h"
+#include "kernels/fp4_quantize.h"
+#include "kernels/fp8_quantize.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
-#include "mixp/runtime.h"
 
 namespace mixp::amp {
 namespace {
@@ -16,6 +17,15 @@ namespace {
 kernels::Fp4Kind kind_of(Fp4Scaling scaling) {
   // none is mxfp4's layout with unit scales.
   return scaling == Fp4Scaling::nvfp4 ? kernels::Fp4Kind::nvfp4 : kernels::Fp4Kind::mxfp4;
+}
+
+kernels::Fp4Matrix matrix(const Fp4Tensor& q) {
+  return {.packed = q.data,
+          .scales = q.block_scales,
+          .kind = kind_of(q.scaling),
+          .rows = q.rows,
+          .cols = q.cols,
+          .block_rows = q.block_rows};
 }
 
 kernels::MxRounding kernel_rounding(MxScaleRounding rounding) {
@@ -71,14 +81,12 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
              "quantize_fp4: the input must be f32 or bf16, got ", name_of(x_in.dtype()));
   NoGradGuard no_grad;
   const Tensor x = x_in.dtype() == DType::f32 ? x_in : x_in.to(DType::f32);
-  const float* xs = x.data<float>();
-  const bool ref = reference_mode();
   Fp4Tensor q;
   q.scaling = scaling;
   q.shape = x.shape();
   q.cols = x.size(x.ndim() - 1);
   q.rows = x.numel() / q.cols;
-  q.amax = ref ? kernels::fp8_amax_reference(xs, x.numel()) : kernels::fp8_amax_fast(xs, x.numel());
+  q.amax = kernels::fp8_amax(x);
   q.tensor_scale = scaling == Fp4Scaling::nvfp4 ? kernels::nvfp4_tensor_scale(q.amax) : 1.0f;
   const int64_t block = q.block_size();
   MIXP_CHECK(!options.square_blocks || x.ndim() == 2,
@@ -94,27 +102,9 @@ Fp4Tensor quantize_fp4(const Tensor& x_in, Fp4Scaling scaling, const Fp4Options&
                                   .philox = options.philox,
                                   .block_rows = q.block_rows,
                                   .unit_scales = scaling == Fp4Scaling::none};
-  uint8_t* packed = q.data.data<uint8_t>();
-  uint8_t* scales = q.block_scales.data<uint8_t>();
-  if (ref)
-    kernels::fp4_quantize_reference(xs, q.rows, q.cols, params, packed, scales);
-  else
-    kernels::fp4_quantize_fast(xs, q.rows, q.cols, params, packed, scales);
+  kernels::fp4_quantize(x, q.rows, q.cols, params, q.data, q.block_scales);
   return q;
 }
-
-namespace {
-
-// The exact block products of an FP4 tensor as a [rows, cols] tensor of `dtype` (bf16 or f32).
-Tensor block_values(const Fp4Tensor& q, DType dtype) {
-  Tensor out = empty({q.rows, q.cols}, dtype, MemoryTag::workspace);
-  kernels::fp4_block_values(q.data.data<uint8_t>(), q.block_scales.data<uint8_t>(), q.rows,
-                            q.cols, kind_of(q.scaling), q.block_rows, dtype == DType::bf16,
-                            out.raw_data());
-  return out;
-}
-
-}  // namespace
 
 Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b) {
   MIXP_CHECK(a.scaling == b.scaling, "fp4_gemm: operands scaled ", name_of(a.scaling), " and ",
@@ -122,23 +112,10 @@ Tensor fp4_gemm(const Fp4Tensor& a, const Fp4Tensor& b) {
   MIXP_CHECK(a.cols == b.cols && a.cols > 0, "fp4_gemm: A ", a.shape.to_string(), " and B ",
              b.shape.to_string(), " must end in the same k");
   NoGradGuard no_grad;
-  // The block products are exact in bf16 and in f32, and so are their products: either GEMM
-  // computes the same exact products, summed in fp32.
-  const bool reference = reference_mode();
-  const DType in = !reference && kernels::gemm_fast_has_bf16() ? DType::bf16 : DType::f32;
-  const Tensor va = block_values(a, in), vb = block_values(b, in);
   Tensor c = empty({a.rows, b.rows}, DType::f32);
-  const kernels::GemmShape shape{.m = a.rows, .n = b.rows, .k = a.cols, .trans_b = true};
-  if (reference)
-    kernels::gemm_reference(shape, in, va.raw_data(), vb.raw_data(), c.raw_data());
-  else
-    kernels::gemm_fast(shape, in, va.raw_data(), vb.raw_data(), c.raw_data(), DType::f32);
-  if (a.scaling == Fp4Scaling::nvfp4) {
-    const float global = (1.0f / a.tensor_scale) * (1.0f / b.tensor_scale);
-    float* v = c.data<float>();
-    const int64_t n = c.numel();
-    for (int64_t i = 0; i < n; ++i) v[i] *= global;
-  }
+  const float global =
+      a.scaling == Fp4Scaling::nvfp4 ? (1.0f / a.tensor_scale) * (1.0f / b.tensor_scale) : 1.0f;
+  kernels::fp4_block_gemm(matrix(a), matrix(b), global, c);
   return c;
 }
 

@@ -7,10 +7,10 @@
 #include <cmath>
 
 #include "kernels/fp8.h"
+#include "kernels/fp8_quantize.h"
 #include "mixp/amp/fp8.h"
 #include "mixp/autograd.h"
 #include "mixp/error.h"
-#include "mixp/runtime.h"
 
 namespace mixp::amp {
 
@@ -82,6 +82,15 @@ float e8m0_value(uint8_t code) { return kernels::e8m0_value(code); }
 
 namespace {
 
+kernels::Fp8Operand::Kind operand_kind(Fp8Scaling scaling) {
+  switch (scaling) {
+    case Fp8Scaling::mxfp8: return kernels::Fp8Operand::Kind::mx;
+    case Fp8Scaling::block_1x128:
+    case Fp8Scaling::block_128x128: return kernels::Fp8Operand::Kind::blocks;
+    default: return kernels::Fp8Operand::Kind::per_tensor;
+  }
+}
+
 kernels::Fp8Operand operand(const Fp8Tensor& t) {
   kernels::Fp8Operand op;
   op.data = static_cast<const uint8_t*>(t.data.raw_data());
@@ -100,6 +109,15 @@ kernels::Fp8Operand operand(const Fp8Tensor& t) {
     default: op.kind = kernels::Fp8Operand::Kind::per_tensor; op.scale_inv = t.scale_inv;
   }
   return op;
+}
+
+kernels::Fp8Matrix matrix(const Fp8Tensor& t) {
+  const kernels::Fp8Operand::Kind kind = operand_kind(t.scaling);
+  return {.codes = t.data,
+          .kind = kind,
+          .scale_inv = kind == kernels::Fp8Operand::Kind::per_tensor ? t.scale_inv : 1.0f,
+          .block_scales = t.block_scales,
+          .block_rows = kind == kernels::Fp8Operand::Kind::blocks ? t.block_rows : 1};
 }
 
 struct Dims3 {
@@ -136,14 +154,10 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
   const float max = fp8_max(fp8);
   NoGradGuard no_grad;
   const Tensor x = x_in.dtype() == DType::f32 ? x_in : x_in.to(DType::f32);
-  const float* xs = x.data<float>();
-  const int64_t n = x.numel();
-  const bool ref = reference_mode();
   Fp8Tensor q;
   q.scaling = scaling;
   q.data = empty(x.shape(), fp8);
-  uint8_t* qs = static_cast<uint8_t*>(q.data.raw_data());
-  q.amax = ref ? kernels::fp8_amax_reference(xs, n) : kernels::fp8_amax_fast(xs, n);
+  q.amax = kernels::fp8_amax(x);
   switch (scaling) {
     case Fp8Scaling::delayed:
     case Fp8Scaling::current:
@@ -156,23 +170,15 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
                  scale);
       q.scale = scale;
       q.scale_inv = 1.0f / scale;
-      if (ref)
-        kernels::fp8_scale_reference(xs, n, fp8, scale, qs);
-      else
-        kernels::fp8_scale_fast(xs, n, fp8, scale, qs);
+      kernels::fp8_scale(x, scale, q.data);
       break;
     }
     case Fp8Scaling::mxfp8: {
       q.block_cols = kernels::kMxBlock;
       const int64_t nb = (d.cols + kernels::kMxBlock - 1) / kernels::kMxBlock;
       q.block_scales = empty({d.batch * d.rows, nb}, DType::u8);
-      uint8_t* codes = q.block_scales.data<uint8_t>();
-      if (ref)
-        kernels::fp8_quantize_mx_reference(xs, d.batch * d.rows, d.cols, fp8, qs, codes,
-                                           kernel_rounding(mx_rounding));
-      else
-        kernels::fp8_quantize_mx_fast(xs, d.batch * d.rows, d.cols, fp8, qs, codes,
-                                      kernel_rounding(mx_rounding));
+      kernels::fp8_quantize_mx(x, d.batch * d.rows, d.cols, kernel_rounding(mx_rounding), q.data,
+                               q.block_scales);
       break;
     }
     case Fp8Scaling::block_1x128:
@@ -182,12 +188,8 @@ Fp8Tensor quantize(const Tensor& x_in, DType fp8, Fp8Scaling scaling, float scal
       const int64_t br = (d.rows + q.block_rows - 1) / q.block_rows;
       const int64_t bc = (d.cols + kernels::kFp8Block - 1) / kernels::kFp8Block;
       q.block_scales = empty({d.batch, br, bc}, DType::f32);
-      float* s = q.block_scales.data<float>();
-      if (ref)
-        kernels::fp8_quantize_blocks_reference(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs,
-                                               s);
-      else
-        kernels::fp8_quantize_blocks_fast(xs, d.batch, d.rows, d.cols, q.block_rows, fp8, qs, s);
+      kernels::fp8_quantize_blocks(x, d.batch, d.rows, d.cols, q.block_rows, q.data,
+                                   q.block_scales);
       break;
     }
   }
@@ -216,11 +218,7 @@ Tensor fp8_gemm(const Fp8Tensor& a, const Fp8Tensor& b) {
   const Shape out_shape =
       a.data.ndim() == 2 ? Shape{da.rows, db.rows} : Shape{da.batch, da.rows, db.rows};
   Tensor c = empty(out_shape, DType::f32);
-  const kernels::Fp8Operand oa = operand(a), ob = operand(b);
-  if (reference_mode())
-    kernels::fp8_gemm_reference(da.batch, da.rows, db.rows, da.cols, oa, ob, c.data<float>());
-  else
-    kernels::fp8_gemm_fast(da.batch, da.rows, db.rows, da.cols, oa, ob, c.data<float>());
+  kernels::fp8_scaled_gemm(matrix(a), matrix(b), da.batch, da.rows, db.rows, da.cols, c);
   return c;
 }
 

@@ -1,0 +1,45 @@
+// FP4 block quantization and the FP4 GEMM on tensors, chosen by the registry: what mixp::amp's
+// quantize_fp4 and fp4_gemm (autograd/fp4_scaling.cpp) call. The CPU candidates are kernels/fp4.h's
+// fast quantizer (threads, AVX-512 where active) and oneDNN products of the exact block values;
+// the fallbacks are the scalar reference quantizer, which gives the same bits, and the reference
+// GEMM summing in double. Private to mixp.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/fp4.h"
+#include "kernels/registry.h"
+
+namespace mixp::kernels {
+
+/// x (f32) as [rows, cols] into packed (u8, [rows, ceil(cols / 2)]) and scales (u8, one code a
+/// block): kernels/fp4.h's fp4_quantize.
+using Fp4QuantizeFn = void(const Tensor& x, int64_t rows, int64_t cols, const Fp4Params& params,
+                           Tensor& packed, Tensor& scales);
+extern Kernel<Fp4QuantizeFn> fp4_quantize;
+
+/// One operand of an FP4 GEMM as tensors: [rows, cols] in packed E2M1 codes and block scales.
+struct Fp4Matrix {
+  Tensor packed;  ///< u8 [rows, ceil(cols / 2)]
+  Tensor scales;  ///< u8 [ceil(rows / block_rows), ceil(cols / block)]
+  Fp4Kind kind = Fp4Kind::nvfp4;
+  int64_t rows = 0, cols = 0, block_rows = 1;
+
+  /// The device of its tensors; mixp::Error where they differ.
+  Device device() const;
+};
+
+/// c (f32 [a.rows, b.rows]) = (A B^T) * global, A's and B's values each element times its block
+/// scale (kernels/fp4.h's fp4_block_values: exact in bf16 and in f32), summed in fp32 (in double
+/// by the fallback), then each sum multiplied once by `global` (nvfp4: 1 / S_enc(A) x
+/// 1 / S_enc(B); 1 leaves the sums as they are).
+using Fp4GemmFn = void(const Fp4Matrix& a, const Fp4Matrix& b, float global, Tensor& c);
+extern Kernel<Fp4GemmFn> fp4_block_gemm;
+
+/// c (f32 [m, n]) = A B^T for bf16 A [m, k] and B [n, k]: the exact products summed in fp32 by
+/// oneDNN where the CPU has AVX-512 BF16, else (and in the fallback) widened to f32 and summed in
+/// double by the reference GEMM. Adaptive precision's bf16 baseline of a layer's product.
+using Bf16ProductFn = void(const Tensor& a, const Tensor& b, Tensor& c);
+extern Kernel<Bf16ProductFn> bf16_product;
+
+}  // namespace mixp::kernels
