@@ -14,8 +14,8 @@ AdamFamily::AdamFamily(const char* name, std::vector<Tensor> parameters, double 
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
     const DType dtype = detail::adam_state_dtype(name, i, p, state_dtype);
-    exp_avg_.push_back(zeros(p.shape(), dtype, MemoryTag::optimizer_state));
-    exp_avg_sq_.push_back(zeros(p.shape(), dtype, MemoryTag::optimizer_state));
+    exp_avg_.push_back(detail::zeros_beside(p, p.shape(), dtype, MemoryTag::optimizer_state));
+    exp_avg_sq_.push_back(detail::zeros_beside(p, p.shape(), dtype, MemoryTag::optimizer_state));
   }
 }
 

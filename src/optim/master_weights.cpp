@@ -4,6 +4,7 @@
 
 #include "kernels/master_split.h"
 #include "mixp/error.h"
+#include "optim/weight_slot.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp::optim {
@@ -48,18 +49,19 @@ MasterWeightOptimizer::MasterWeightOptimizer(std::vector<Tensor> parameters, dou
     if (!is_low_precision(d)) continue;
     p.set_grad_dtype(DType::f32);
     if (Tensor g = p.grad(); g.defined() && g.dtype() != DType::f32) {
-      Tensor wide = empty(g.shape(), DType::f32, MemoryTag::gradient);
+      Tensor wide = empty(g.shape(), DType::f32, MemoryTag::gradient, g.device());
       wide.copy_(g);
       p.set_grad(wide);
     }
     if (precision == Precision::master_fp32 && d == DType::bf16) {
       // The master starts as the parameter: low halves and tie bits zero.
-      master_lows_[i] = zeros(Shape{master_low_bytes(p.numel())}, DType::u8, MemoryTag::master);
+      master_lows_[i] = detail::zeros_beside(p, Shape{master_low_bytes(p.numel())}, DType::u8,
+                                             MemoryTag::master);
     } else if (precision == Precision::master_fp32) {
-      masters_[i] = empty(p.shape(), DType::f32, MemoryTag::master);
+      masters_[i] = empty(p.shape(), DType::f32, MemoryTag::master, p.device());
       masters_[i].copy_(p);
     } else if (precision == Precision::kahan) {
-      compensations_[i] = zeros(p.shape(), d, MemoryTag::optimizer_state);
+      compensations_[i] = detail::zeros_beside(p, p.shape(), d, MemoryTag::optimizer_state);
     }
     versions_[i] = p.version();
   }
@@ -72,7 +74,7 @@ Tensor MasterWeightOptimizer::master(size_t i) const {
   if (!masters_[i].defined() && !master_lows_[i].defined()) return Tensor();
   const bool stale = p.version() != versions_[i];  // the next step restarts from the parameter
   if (masters_[i].defined() && !stale) return masters_[i];
-  Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace);
+  Tensor m = empty(p.shape(), DType::f32, MemoryTag::workspace, p.device());
   if (stale) {
     m.copy_(p);
     return m;

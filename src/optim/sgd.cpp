@@ -33,7 +33,7 @@ Sgd::Sgd(std::vector<Tensor> parameters, const SgdOptions& options)
   if (options_.momentum == 0.0) return;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
-    momentum_[i] = zeros(p.shape(), state_dtype(p), MemoryTag::optimizer_state);
+    momentum_[i] = detail::zeros_beside(p, p.shape(), state_dtype(p), MemoryTag::optimizer_state);
   }
 }
 

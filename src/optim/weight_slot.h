@@ -1,4 +1,5 @@
-// An optimizer's Slot as the update kernels take it (kernels/weight_update.h). Private to mixp.
+// An optimizer's Slot as the update kernels take it (kernels/weight_update.h), and its state
+// allocated where its parameter lives. Private to mixp.
 #pragma once
 
 #include "kernels/weight_update.h"
@@ -14,6 +15,13 @@ inline kernels::WeightSlot weight_slot(const MasterWeightOptimizer::Slot& s) {
           .compensation = s.compensation,
           .stochastic = s.stochastic,
           .rng = s.rng};
+}
+
+/// Zeros on the device of `parameter`: the optimizer's state of it.
+inline Tensor zeros_beside(const Tensor& parameter, const Shape& shape, DType dtype, MemoryTag tag) {
+  Tensor t = empty(shape, dtype, tag, parameter.device());
+  t.fill_(0.0);
+  return t;
 }
 
 }  // namespace mixp::optim::detail
