@@ -59,7 +59,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
   const DType out_dtype = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const kernels::CrossEntropyMean loss =
       kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing);
-  Tensor out = full({}, loss.loss, out_dtype);
+  Tensor out = full({}, loss.loss, out_dtype, MemoryTag::activation, logits.device());
   if (auto node = autograd::make_node<CrossEntropyBackward>("cross_entropy", {&logits, &targets})) {
     node->logits = autograd::SavedTensor(logits);
     node->targets = targets;

@@ -16,7 +16,7 @@ struct EmbeddingBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor idx = indices.get();
     const Tensor g = grads[0].to(weight_dtype).detach();
-    Tensor dw = empty(weight_shape, weight_dtype);
+    Tensor dw = empty(weight_shape, weight_dtype, MemoryTag::gradient, g.device());
     kernels::embedding_scatter_add(g, idx, dw);
     return {dw};
   }
@@ -45,7 +45,7 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   }
   std::vector<int64_t> dims(indices.shape().dims().begin(), indices.shape().dims().end());
   dims.push_back(d);
-  Tensor out = empty(Shape(dims), weight.dtype());
+  Tensor out = empty(Shape(dims), weight.dtype(), MemoryTag::activation, weight.device());
   kernels::embedding_gather(weight, indices, out);
   if (auto node = autograd::make_node<EmbeddingBackward>("embedding", {&weight})) {
     node->indices = autograd::SavedTensor(indices);

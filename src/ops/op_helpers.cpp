@@ -36,7 +36,7 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 
 Tensor expand(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  Tensor out = empty(shape, t.dtype());
+  Tensor out = empty(shape, t.dtype(), MemoryTag::activation, t.device());
   const int nd = shape.ndim();
   const std::vector<int64_t> strides = kernels::broadcast_strides(t.shape(), shape);
   const size_t size = size_t(size_of(t.dtype()));

@@ -106,7 +106,7 @@ concept HasBf16Kernels = requires(const uint16_t* c, uint16_t* m, int64_t n) {
 template <typename Op>
 Tensor unary(const Tensor& x, const Op& op) {
   check_floating(op.name, x);
-  Tensor y = empty(x.shape(), x.dtype());
+  Tensor y = empty(x.shape(), x.dtype(), MemoryTag::activation, x.device());
   visit_floating(x.dtype(), op.name, [&]<typename T>() {
     if constexpr (HasBf16Kernels<Op> && std::is_same_v<T, bfloat16>) {
       if (!reference_mode()) {
@@ -229,7 +229,7 @@ Tensor binary(const Tensor& a, const Tensor& b, const Op& op, bool widening = fa
   const bool mixed = widening && a.dtype() != b.dtype() && amp::detail::reads_mixed_inputs(a, b);
   if (!mixed) check_same_dtype(op.name, a, b);
   const Shape shape = broadcast_shapes(op.name, a.shape(), b.shape());
-  Tensor out = empty(shape, mixed ? DType::f32 : a.dtype());
+  Tensor out = empty(shape, mixed ? DType::f32 : a.dtype(), MemoryTag::activation, a.device());
   auto f = [&](auto x, auto y) { return op.forward(x, y); };
   if (mixed) {
     run_widening_map2(a, b, out, f);

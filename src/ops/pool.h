@@ -48,7 +48,7 @@ inline Shape pooled_shape(const Tensor& x, const kernels::Pool2dShape& p) {
 
 /// The window means of x, in x's dtype.
 inline Tensor avg_pool_forward(const kernels::Pool2dShape& p, const Tensor& x) {
-  Tensor y = empty(pooled_shape(x, p), x.dtype());
+  Tensor y = empty(pooled_shape(x, p), x.dtype(), MemoryTag::activation, x.device());
   if (reference_mode()) {
     kernels::avg_pool2d_forward_reference(p, x.dtype(), x.raw_data(), y.raw_data());
   } else {
@@ -60,7 +60,7 @@ inline Tensor avg_pool_forward(const kernels::Pool2dShape& p, const Tensor& x) {
 /// The gradient of avg_pool_forward for an input of `input_shape`, in g's dtype.
 inline Tensor avg_pool_backward(const kernels::Pool2dShape& p, const Tensor& g,
                                 const Shape& input_shape) {
-  Tensor dx = empty(input_shape, g.dtype());
+  Tensor dx = empty(input_shape, g.dtype(), MemoryTag::activation, g.device());
   if (reference_mode()) {
     kernels::avg_pool2d_backward_reference(p, g.dtype(), g.raw_data(), dx.raw_data());
   } else {
