@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "kernels/layer_norm_rows.h"
-#include "kernels/vmath.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
