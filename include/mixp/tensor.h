@@ -159,10 +159,13 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t);
 /// Uninitialized storage on `device` (mixp/device.h).
 Tensor empty(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation,
              Device device = Device::cpu);
-Tensor zeros(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation);
-Tensor ones(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation);
+/// Filled on `device`, by its backend's fill.
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation,
+             Device device = Device::cpu);
+Tensor ones(const Shape& shape, DType dtype = DType::f32, MemoryTag tag = MemoryTag::activation,
+            Device device = Device::cpu);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
-            MemoryTag tag = MemoryTag::activation);
+            MemoryTag tag = MemoryTag::activation, Device device = Device::cpu);
 /// 0, 1, ..., n - 1.
 Tensor arange(int64_t n, DType dtype = DType::f32);
 /// A copy of shape.numel() elements of `dtype` read from `data` (raw, as the dtype stores them).

@@ -149,7 +149,7 @@ std::vector<Tensor> Preset::cast_parameters(const std::vector<Tensor>& parameter
       out.push_back(p);
       continue;
     }
-    Tensor cast = empty(p.shape(), parameter_dtype, MemoryTag::parameter);
+    Tensor cast = empty(p.shape(), parameter_dtype, MemoryTag::parameter, p.device());
     cast.copy_(p);  // rounds to nearest even
     out.push_back(cast.set_requires_grad(true));
   }

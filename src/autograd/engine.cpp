@@ -13,7 +13,6 @@
 #include "mixp/error.h"
 #include "mixp/ops.h"
 #include "tensor/autograd_hooks.h"
-#include "tensor/element.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp {
@@ -69,8 +68,8 @@ struct AccumulateGrad : Node {
       const Tensor& storage = leaf->autograd.gradient_storage;
       Tensor fresh = storage.defined() && storage.dtype() == dtype
                          ? storage
-                         : empty(variable.shape(), dtype, MemoryTag::gradient);
-      convert_elements(g, fresh);
+                         : empty(variable.shape(), dtype, MemoryTag::gradient, variable.device());
+      fresh.copy_(g);
       variable.set_grad(fresh);
     } else {
       Tensor incoming = g.dtype() == dtype ? g : g.to(dtype);
@@ -121,7 +120,7 @@ struct SliceBackward : Node {
   int64_t begin = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     if (!grads[0].defined()) return {Tensor()};
-    Tensor full = zeros(input_shape, grads[0].dtype());
+    Tensor full = zeros(input_shape, grads[0].dtype(), MemoryTag::activation, grads[0].device());
     Tensor rows = full.slice(begin, begin + grads[0].shape()[0]);
     rows.copy_(grads[0]);
     return {full};

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/choice_context.h"
 #include "mixp/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,6 +64,7 @@ Isa detect_best() {
 }
 
 thread_local Isa t_isa_cap = Isa::avx512_bf16;
+thread_local int t_reference_depth = 0;
 
 }  // namespace
 
@@ -101,5 +103,26 @@ IsaLimit::IsaLimit(Isa max) : previous_(t_isa_cap) {
 }
 
 IsaLimit::~IsaLimit() { t_isa_cap = previous_; }
+
+namespace detail {
+
+ChoiceContext current_choice_context() {
+  return {.isa_cap = t_isa_cap, .reference_depth = t_reference_depth};
+}
+
+ChoiceContextScope::ChoiceContextScope(const ChoiceContext& context)
+    : previous_(current_choice_context()) {
+  t_isa_cap = context.isa_cap;
+  t_reference_depth = context.reference_depth;
+}
+
+ChoiceContextScope::~ChoiceContextScope() {
+  t_isa_cap = previous_.isa_cap;
+  t_reference_depth = previous_.reference_depth;
+}
+
+int& reference_depth() { return t_reference_depth; }
+
+}  // namespace detail
 
 }  // namespace mixp

@@ -2,9 +2,14 @@
 // and every chunk's result is written by one thread, so results are identical for any thread
 // count as long as each chunk computes the same thing (reductions combine per-chunk partials in
 // chunk order). In core, below tensor/, whose conversions split their work the same way.
+//
+// Every chunk runs under the calling thread's IsaLimit and ReferenceMode (core/choice_context.h):
+// OpenMP's workers are other threads, whose own thread-local limits are not the caller's.
 #pragma once
 
 #include <cstdint>
+
+#include "core/choice_context.h"
 
 namespace mixp {
 
@@ -17,8 +22,10 @@ void parallel_for(int64_t n, int64_t grain, Body body) {
     body(int64_t(0), n);
     return;
   }
+  const detail::ChoiceContext context = detail::current_choice_context();
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
+    const detail::ChoiceContextScope caller(context);
     const int64_t begin = c * grain;
     const int64_t end = begin + grain < n ? begin + grain : n;
     body(begin, end);

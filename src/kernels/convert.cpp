@@ -1,34 +1,15 @@
-// mixp::convert: checks the arguments, then runs the best kernel the active ISA allows.
+// mixp::convert: checks the arguments, then runs the registry's conversion kernel.
 #include "mixp/convert.h"
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 
-#include "kernels/convert_kernels.h"
+#include "kernels/convert.h"
 #include "kernels/stochastic_rounding.h"
-#include "mixp/cpu.h"
 #include "mixp/error.h"
 
 namespace mixp {
 namespace {
-
-template <typename Fn>
-struct Candidate {
-  Isa isa;
-  Fn fn;
-};
-
-// The candidates are listed best first and end with the reference.
-template <typename Fn>
-Fn pick(std::initializer_list<Candidate<Fn>> candidates) {
-  const Isa active = active_isa();
-  for (const Candidate<Fn>& c : candidates) {
-    if (c.isa <= active) return c.fn;
-  }
-  MIXP_ASSERT(false, "no conversion kernel for ISA ", name_of(active));
-  return nullptr;
-}
 
 template <typename Src, typename Dst>
 void check_sizes(const char* op, std::span<Src> src, std::span<Dst> dst) {
@@ -68,71 +49,48 @@ using namespace kernels;
 
 void convert(std::span<const float> src, std::span<float16> dst) {
   check_sizes("convert f32->f16", src, dst);
-  pick<F32ToU16Fn>({{.isa = Isa::avx512, .fn = avx512::f32_to_f16},
-                    {.isa = Isa::avx2, .fn = avx2::f32_to_f16},
-                    {.isa = Isa::scalar, .fn = ref::f32_to_f16}})(src.data(), bits(dst),
-                                                                  src.size());
+  f32_to_f16(src.data(), bits(dst), src.size());
 }
 
 void convert(std::span<const float> src, std::span<bfloat16> dst) {
   check_sizes("convert f32->bf16", src, dst);
-  pick<F32ToU16Fn>({{.isa = Isa::avx512_bf16, .fn = avx512_bf16::f32_to_bf16},
-                    {.isa = Isa::avx512, .fn = avx512::f32_to_bf16},
-                    {.isa = Isa::avx2, .fn = avx2::f32_to_bf16},
-                    {.isa = Isa::scalar, .fn = ref::f32_to_bf16}})(src.data(), bits(dst),
-                                                                   src.size());
+  f32_to_bf16(src.data(), bits(dst), src.size());
 }
 
 void convert(std::span<const float16> src, std::span<float> dst) {
   check_sizes("convert f16->f32", src, dst);
-  pick<U16ToF32Fn>({{.isa = Isa::avx512, .fn = avx512::f16_to_f32},
-                    {.isa = Isa::avx2, .fn = avx2::f16_to_f32},
-                    {.isa = Isa::scalar, .fn = ref::f16_to_f32}})(bits(src), dst.data(),
-                                                                  src.size());
+  f16_to_f32(bits(src), dst.data(), src.size());
 }
 
 void convert(std::span<const bfloat16> src, std::span<float> dst) {
   check_sizes("convert bf16->f32", src, dst);
-  pick<U16ToF32Fn>({{.isa = Isa::avx512, .fn = avx512::bf16_to_f32},
-                    {.isa = Isa::avx2, .fn = avx2::bf16_to_f32},
-                    {.isa = Isa::scalar, .fn = ref::bf16_to_f32}})(bits(src), dst.data(),
-                                                                   src.size());
+  bf16_to_f32(bits(src), dst.data(), src.size());
 }
 
 void convert(std::span<const float> src, std::span<float8_e4m3> dst, float scale,
              Overflow overflow) {
   check_sizes("convert f32->e4m3", src, dst);
   check_scale("convert f32->e4m3", "scale", scale);
-  pick<F32ToFp8Fn>({{.isa = Isa::avx512, .fn = avx512::f32_to_e4m3},
-                    {.isa = Isa::scalar, .fn = ref::f32_to_e4m3}})(src.data(), bits(dst),
-                                                                   src.size(), scale, overflow);
+  f32_to_e4m3(src.data(), bits(dst), src.size(), scale, overflow);
 }
 
 void convert(std::span<const float> src, std::span<float8_e5m2> dst, float scale,
              Overflow overflow) {
   check_sizes("convert f32->e5m2", src, dst);
   check_scale("convert f32->e5m2", "scale", scale);
-  pick<F32ToFp8Fn>({{.isa = Isa::avx512, .fn = avx512::f32_to_e5m2},
-                    {.isa = Isa::scalar, .fn = ref::f32_to_e5m2}})(src.data(), bits(dst),
-                                                                   src.size(), scale, overflow);
+  f32_to_e5m2(src.data(), bits(dst), src.size(), scale, overflow);
 }
 
 void convert(std::span<const float8_e4m3> src, std::span<float> dst, float scale_inv) {
   check_sizes("convert e4m3->f32", src, dst);
   check_scale("convert e4m3->f32", "inverse scale", scale_inv);
-  pick<Fp8ToF32Fn>({{.isa = Isa::avx512, .fn = avx512::e4m3_to_f32},
-                    {.isa = Isa::avx2, .fn = avx2::e4m3_to_f32},
-                    {.isa = Isa::scalar, .fn = ref::e4m3_to_f32}})(bits(src), dst.data(),
-                                                                   src.size(), scale_inv);
+  e4m3_to_f32(bits(src), dst.data(), src.size(), scale_inv);
 }
 
 void convert(std::span<const float8_e5m2> src, std::span<float> dst, float scale_inv) {
   check_sizes("convert e5m2->f32", src, dst);
   check_scale("convert e5m2->f32", "inverse scale", scale_inv);
-  pick<Fp8ToF32Fn>({{.isa = Isa::avx512, .fn = avx512::e5m2_to_f32},
-                    {.isa = Isa::avx2, .fn = avx2::e5m2_to_f32},
-                    {.isa = Isa::scalar, .fn = ref::e5m2_to_f32}})(bits(src), dst.data(),
-                                                                   src.size(), scale_inv);
+  e5m2_to_f32(bits(src), dst.data(), src.size(), scale_inv);
 }
 
 void convert_stochastic(std::span<const float> src, std::span<bfloat16> dst,

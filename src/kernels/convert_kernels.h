@@ -1,5 +1,5 @@
-// Conversion kernels on raw buffers, one set per ISA. Private to mixp: mixp/convert.h is the
-// interface, and src/kernels/convert.cpp picks the kernel for the active ISA.
+// Conversion kernels on raw buffers, one set per ISA: the candidates of kernels/convert.h's
+// registry kernels. Private to mixp: mixp/convert.h is the interface.
 //
 // The ISA files are compiled with their own -m flags, so they must not define or instantiate
 // inline functions shared with other translation units (the linker could keep an AVX-512 copy
@@ -13,11 +13,10 @@
 
 namespace mixp::kernels {
 
-using F32ToU16Fn = void (*)(const float* src, uint16_t* dst, size_t n);
-using U16ToF32Fn = void (*)(const uint16_t* src, float* dst, size_t n);
-using F32ToFp8Fn = void (*)(const float* src, uint8_t* dst, size_t n, float scale,
-                            Overflow overflow);
-using Fp8ToF32Fn = void (*)(const uint8_t* src, float* dst, size_t n, float scale_inv);
+using F32ToU16Fn = void(const float* src, uint16_t* dst, size_t n);
+using U16ToF32Fn = void(const uint16_t* src, float* dst, size_t n);
+using F32ToFp8Fn = void(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow);
+using Fp8ToF32Fn = void(const uint8_t* src, float* dst, size_t n, float scale_inv);
 
 namespace ref {
 void f32_to_f16(const float* src, uint16_t* dst, size_t n);

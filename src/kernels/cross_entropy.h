@@ -30,4 +30,10 @@ using CrossEntropyBackwardFn = void(const Tensor& logits, const Tensor& targets,
                                     Tensor& dlogits);
 extern Kernel<CrossEntropyBackwardFn> cross_entropy_backward;
 
+/// Throws mixp::Error naming the first row of targets (i64 [N]) whose value is neither a class
+/// in [0, classes) nor ignore_index; returns when every row is one.
+using CrossEntropyCheckTargetsFn = void(const Tensor& targets, int64_t classes,
+                                        int64_t ignore_index);
+extern Kernel<CrossEntropyCheckTargetsFn> cross_entropy_check_targets;
+
 }  // namespace mixp::kernels

@@ -19,4 +19,9 @@ extern Kernel<EmbeddingGatherFn> embedding_gather;
 using EmbeddingScatterAddFn = void(const Tensor& g, const Tensor& indices, Tensor& dweight);
 extern Kernel<EmbeddingScatterAddFn> embedding_scatter_add;
 
+/// Throws mixp::Error naming the first position of indices (i64, any shape) whose value is not
+/// a row of weight [V, D], i.e. not in [0, V); returns when every index is one.
+using EmbeddingCheckIndicesFn = void(const Tensor& indices, const Tensor& weight);
+extern Kernel<EmbeddingCheckIndicesFn> embedding_check_indices;
+
 }  // namespace mixp::kernels

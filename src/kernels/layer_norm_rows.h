@@ -9,59 +9,32 @@
 
 #include <cstdint>
 
-namespace mixp::kernels {
+#include "kernels/layer_norm_rows_isa.h"
+#include "kernels/registry.h"
 
-/// A row's mean and 1 / sqrt(variance + eps).
-struct NormStats {
-  float mean, rstd;
-};
+namespace mixp::kernels {
 
 /// The forward of one row of n: mean = sum_f32(x, n) / n, v = x - mean,
 /// rstd = 1 / sqrt(dot_f32(v, v, n) / n + eps), y = v rstd, then times w[j] where w is not
 /// null, then plus b[j] where b is not null, each operation rounded to fp32 in that order.
 /// v is n floats of scratch; v may be x, and y may be v. The _bf16 form rounds y once to bf16
 /// (nearest even, subnormals kept) and stores its bits.
-NormStats layer_norm_row_f32(const float* x, int64_t n, const float* w, const float* b, float eps,
-                             float* v, float* y);
-NormStats layer_norm_row_bf16(const float* x, int64_t n, const float* w, const float* b, float eps,
-                              float* v, uint16_t* y);
-
-/// Where layer_norm_backward_row_* writes: xhat and gw are n floats of scratch; pw and pb hold
-/// running sums over rows; dx is the row's input gradient, or null when none is wanted. dx may
-/// be the row's x.
-struct NormBackwardRow {
-  float *xhat, *gw, *pw, *pb, *dx;
-};
+using LayerNormRowF32Fn = NormStats(const float* x, int64_t n, const float* w, const float* b,
+                                    float eps, float* v, float* y);
+using LayerNormRowBf16Fn = NormStats(const float* x, int64_t n, const float* w, const float* b,
+                                     float eps, float* v, uint16_t* y);
+extern Kernel<LayerNormRowF32Fn> layer_norm_row_f32;
+extern Kernel<LayerNormRowBf16Fn> layer_norm_row_bf16;
 
 /// The backward of one row of n, from x, its stats and the result's gradient g (fp32, or bf16
 /// bits widened exactly): xhat = (x - mean) rstd and gw = g w (g where w is null);
 /// pw[j] += g xhat and pb[j] += g; and where dx is wanted,
 /// dx = rstd ((gw - sum_f32(gw) / n) - xhat (dot_f32(gw, xhat) / n)).
-void layer_norm_backward_row_f32(const float* x, const float* g, const float* w, NormStats s,
-                                 int64_t n, const NormBackwardRow& out);
-void layer_norm_backward_row_bf16(const float* x, const uint16_t* g, const float* w, NormStats s,
-                                  int64_t n, const NormBackwardRow& out);
-
-namespace ref {
-NormStats layer_norm_row_f32(const float* x, int64_t n, const float* w, const float* b, float eps,
-                             float* v, float* y);
-NormStats layer_norm_row_bf16(const float* x, int64_t n, const float* w, const float* b, float eps,
-                              float* v, uint16_t* y);
-void layer_norm_backward_row_f32(const float* x, const float* g, const float* w, NormStats s,
-                                 int64_t n, const NormBackwardRow& out);
-void layer_norm_backward_row_bf16(const float* x, const uint16_t* g, const float* w, NormStats s,
-                                  int64_t n, const NormBackwardRow& out);
-}  // namespace ref
-
-namespace avx512 {
-NormStats layer_norm_row_f32(const float* x, int64_t n, const float* w, const float* b, float eps,
-                             float* v, float* y);
-NormStats layer_norm_row_bf16(const float* x, int64_t n, const float* w, const float* b, float eps,
-                              float* v, uint16_t* y);
-void layer_norm_backward_row_f32(const float* x, const float* g, const float* w, NormStats s,
-                                 int64_t n, const NormBackwardRow& out);
-void layer_norm_backward_row_bf16(const float* x, const uint16_t* g, const float* w, NormStats s,
-                                  int64_t n, const NormBackwardRow& out);
-}  // namespace avx512
+using LayerNormBackwardRowF32Fn = void(const float* x, const float* g, const float* w, NormStats s,
+                                       int64_t n, const NormBackwardRow& out);
+using LayerNormBackwardRowBf16Fn = void(const float* x, const uint16_t* g, const float* w,
+                                        NormStats s, int64_t n, const NormBackwardRow& out);
+extern Kernel<LayerNormBackwardRowF32Fn> layer_norm_backward_row_f32;
+extern Kernel<LayerNormBackwardRowBf16Fn> layer_norm_backward_row_bf16;
 
 }  // namespace mixp::kernels

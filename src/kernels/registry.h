@@ -16,8 +16,9 @@
 // backend only adds files.
 //
 // Every device's list ends with its fallback: portable, always applicable, and the path that
-// reference mode forces. The test oracles (FP64 where cheap, src/kernels/oracle/) are not
-// candidates.
+// reference mode forces. The cpu's fallbacks, and the scalar twins of the SIMD row kernels,
+// are in src/kernels/ref/. The tests' oracles, written from the definitions in double, are never
+// candidates: they live with the tests (tests/support/oracle.h and the tests' own loops).
 //
 // Example:
 //

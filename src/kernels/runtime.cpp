@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/choice_context.h"
 #include "mixp/error.h"
 
 extern "C" bool mixp_openmp_env_applied();  // src/runtime/openmp_env.cpp
@@ -17,17 +18,17 @@ bool reference_from_environment() {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-thread_local int t_reference_depth = 0;
-
 }  // namespace
 
 bool reference_mode() {
   static const bool from_environment = reference_from_environment();
-  return from_environment || t_reference_depth > 0;
+  return from_environment || detail::reference_depth() > 0;
 }
 
-ReferenceMode::ReferenceMode() : previous_(t_reference_depth > 0) { ++t_reference_depth; }
-ReferenceMode::~ReferenceMode() { --t_reference_depth; }
+ReferenceMode::ReferenceMode() : previous_(detail::reference_depth() > 0) {
+  ++detail::reference_depth();
+}
+ReferenceMode::~ReferenceMode() { --detail::reference_depth(); }
 
 void set_num_threads(int threads) {
   MIXP_CHECK(threads >= 1, "set_num_threads: need at least one thread, got ", threads);

@@ -24,106 +24,65 @@
 
 #include <cstdint>
 
+#include "kernels/registry.h"
+
 namespace mixp::kernels {
 
 /// y[i] = gelu_tanh(x[i]); y may be x.
-void gelu_tanh_f32(const float* x, float* y, int64_t n);
+using GeluTanhF32Fn = void(const float* x, float* y, int64_t n);
+extern Kernel<GeluTanhF32Fn> gelu_tanh_f32;
 /// dx[i] = g[i] * gelu_tanh'(x[i]); dx may be g or x.
-void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
+using GeluTanhBackwardF32Fn = void(const float* g, const float* x, float* dx, int64_t n);
+extern Kernel<GeluTanhBackwardF32Fn> gelu_tanh_backward_f32;
 /// gelu_tanh_f32 and its backward on bf16 bits: each input widened exactly, the fp32 kernel's
 /// operations, and one rounding to bf16 (nearest even, subnormals kept): the bits of widening,
 /// the fp32 kernel and f32_to_bf16, in one pass. The output may be an input.
-void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+using GeluTanhBf16Fn = void(const uint16_t* x, uint16_t* y, int64_t n);
+extern Kernel<GeluTanhBf16Fn> gelu_tanh_bf16;
+using GeluTanhBackwardBf16Fn = void(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+extern Kernel<GeluTanhBackwardBf16Fn> gelu_tanh_backward_bf16;
 /// relu and its backward on bf16 bits: y = x > 0 ? x : +0 and dx = x > 0 ? g : +0, a NaN g
 /// quieted: the bits of widening, comparing in fp32 and rounding, without the widening (the
 /// values pass through unchanged). The output may be an input.
-void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+using ReluBf16Fn = void(const uint16_t* x, uint16_t* y, int64_t n);
+extern Kernel<ReluBf16Fn> relu_bf16;
+using ReluBackwardBf16Fn = void(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
+extern Kernel<ReluBackwardBf16Fn> relu_backward_bf16;
 /// y[i] = e^x[i]; y may be x.
-void exp_f32(const float* x, float* y, int64_t n);
+using ExpF32Fn = void(const float* x, float* y, int64_t n);
+extern Kernel<ExpF32Fn> exp_f32;
 /// y[i] = e^(x[i] scale - shift), the product and the difference each rounded (no fused
 /// multiply-add): attention's softmax rows, in one pass. y may be x.
-void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
+using ScaleShiftExpF32Fn = void(const float* x, float* y, int64_t n, float scale, float shift);
+extern Kernel<ScaleShiftExpF32Fn> scale_shift_exp_f32;
 /// scale_shift_exp_f32, returning sum_f32 of the results (the same bits as the two calls), in
 /// one pass.
-float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
+using ScaleShiftExpSumF32Fn = float(const float* x, float* y, int64_t n, float scale, float shift);
+extern Kernel<ScaleShiftExpSumF32Fn> scale_shift_exp_sum_f32;
 /// x[i] = x[i] / d, each a correctly rounded division (a softmax row's normalization).
-void divide_f32(float* x, int64_t n, float d);
+using DivideF32Fn = void(float* x, int64_t n, float d);
+extern Kernel<DivideF32Fn> divide_f32;
 /// dp[i] = p[i] (dp[i] - dot) scale, rounded after each operation in that order: attention's
 /// score gradient from the probabilities p and their gradient dp.
-void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
+using ScoreGradF32Fn = void(const float* p, float* dp, int64_t n, float dot, float scale);
+extern Kernel<ScoreGradF32Fn> score_grad_f32;
 /// x[0] + ... + x[n-1] in the fixed 16-lane order above; +0 for n == 0.
-float sum_f32(const float* x, int64_t n);
+using SumF32Fn = float(const float* x, int64_t n);
+extern Kernel<SumF32Fn> sum_f32;
 /// a[0] b[0] + ... + a[n-1] b[n-1], each product rounded, summed in sum_f32's order.
-float dot_f32(const float* a, const float* b, int64_t n);
+using DotF32Fn = float(const float* a, const float* b, int64_t n);
+extern Kernel<DotF32Fn> dot_f32;
 /// The largest x[i], NaNs skipped (a NaN never wins); -inf for n == 0 or all NaN.
-float max_f32(const float* x, int64_t n);
+using MaxF32Fn = float(const float* x, int64_t n);
+extern Kernel<MaxF32Fn> max_f32;
 /// acc[i] += x[i] for i < n, x widened exactly (bf16 and f16 given as their bits): one row of a
 /// sum over rows, such as a bias gradient's. One rounding per element, so any ISA gives the
 /// same bits.
-void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f32(const float* x, float* acc, int64_t n);
-
-namespace ref {
-void gelu_tanh_f32(const float* x, float* y, int64_t n);
-void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
-void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
-void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
-void exp_f32(const float* x, float* y, int64_t n);
-void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
-float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
-void divide_f32(float* x, int64_t n, float d);
-void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
-float sum_f32(const float* x, int64_t n);
-float dot_f32(const float* a, const float* b, int64_t n);
-float max_f32(const float* x, int64_t n);
-void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f32(const float* x, float* acc, int64_t n);
-}  // namespace ref
-
-namespace avx512 {
-void gelu_tanh_f32(const float* x, float* y, int64_t n);
-void gelu_tanh_backward_f32(const float* g, const float* x, float* dx, int64_t n);
-void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
-void relu_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void relu_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
-void exp_f32(const float* x, float* y, int64_t n);
-void scale_shift_exp_f32(const float* x, float* y, int64_t n, float scale, float shift);
-float scale_shift_exp_sum_f32(const float* x, float* y, int64_t n, float scale, float shift);
-void divide_f32(float* x, int64_t n, float d);
-void score_grad_f32(const float* p, float* dp, int64_t n, float dot, float scale);
-float sum_f32(const float* x, int64_t n);
-float dot_f32(const float* a, const float* b, int64_t n);
-float max_f32(const float* x, int64_t n);
-void accumulate_bf16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f16(const uint16_t* x, float* acc, int64_t n);
-void accumulate_f32(const float* x, float* acc, int64_t n);
-}  // namespace avx512
-
-namespace avx512_bf16 {
-void gelu_tanh_bf16(const uint16_t* x, uint16_t* y, int64_t n);
-void gelu_tanh_backward_bf16(const uint16_t* g, const uint16_t* x, uint16_t* dx, int64_t n);
-}  // namespace avx512_bf16
-
-/// The constants both versions share (constexpr, so no inline function crosses ISA files).
-namespace vmath {
-inline constexpr float kLog2e = 1.44269504088896341f;
-inline constexpr float kLn2Hi = 0.693145751953125f;       // 0x3f317200: n * kLn2Hi is exact
-inline constexpr float kLn2Lo = 1.42860682030941723e-6f;  // ln 2 - kLn2Hi
-inline constexpr float kExpMin = -150.0f, kExpMax = 128.0f;
-// 1/k! for k = 7 down to 2: the Horner order.
-inline constexpr float kExpPoly[6] = {1.0f / 5040, 1.0f / 720, 1.0f / 120,
-                                      1.0f / 24,   1.0f / 6,   1.0f / 2};
-inline constexpr float kGeluK = 0.797884560802865356f;  // sqrt(2 / pi)
-inline constexpr float kGeluA = 0.044715f;
-inline constexpr float kGeluA3 = 3 * 0.044715f;
-inline constexpr int kLanes = 16;  // of sum_f32, dot_f32 and max_f32
-}  // namespace vmath
+using AccumulateBf16Fn = void(const uint16_t* x, float* acc, int64_t n);
+extern Kernel<AccumulateBf16Fn> accumulate_bf16;
+using AccumulateF16Fn = void(const uint16_t* x, float* acc, int64_t n);
+extern Kernel<AccumulateF16Fn> accumulate_f16;
+using AccumulateF32Fn = void(const float* x, float* acc, int64_t n);
+extern Kernel<AccumulateF32Fn> accumulate_f32;
 
 }  // namespace mixp::kernels

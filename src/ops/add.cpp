@@ -8,9 +8,9 @@
 namespace mixp::ops {
 namespace {
 struct AddOp {
-  const char* name = "add";
-  bool needs_inputs = false;
-  bool passes_gradient[2] = {true, true};
+  static constexpr const char* name = "add";
+  static constexpr bool needs_inputs = false;
+  static constexpr bool passes_gradient[2] = {true, true};
   template <typename C>
   C forward(C a, C b) const {
     return a + b;
@@ -29,10 +29,19 @@ struct AddOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+Kernel<BinaryFn> add_forward = binary_forward_kernel<ops::AddOp>("add_forward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::add, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], AddOp{}, cast.applied()));
+  return cast.output(
+      detail::binary(cast[0], cast[1], AddOp{}, kernels::add_forward, nullptr, cast.applied()));
 }
 
 }  // namespace mixp::ops

@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct AddScalarOp {
-  const char* name;
-  detail::Saved saved;
+  static constexpr const char* name = "add_scalar";
+  static constexpr kernels::Saved saved = kernels::Saved::nothing;
   double scalar;
   template <typename C>
   C forward(C x) const {
@@ -21,11 +21,22 @@ struct AddScalarOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::AddScalarOp> add_scalar_forward =
+    unary_forward_kernel<ops::AddScalarOp>("add_scalar_forward");
+UnaryBackwardKernel<ops::AddScalarOp> add_scalar_backward =
+    unary_backward_kernel<ops::AddScalarOp>("add_scalar_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor add_scalar(const Tensor& x, double s) {
   const auto cast = amp::autocast_inputs(OpKind::add_scalar, {&x});
-  return cast.output(detail::unary(
-      cast[0], AddScalarOp{.name = "add_scalar", .saved = detail::Saved::nothing, .scalar = s}));
+  return cast.output(detail::unary(cast[0], AddScalarOp{.scalar = s}, kernels::add_scalar_forward,
+                                   kernels::add_scalar_backward));
 }
 
 }  // namespace mixp::ops

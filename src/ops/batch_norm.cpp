@@ -39,8 +39,8 @@ struct BatchNormBackward : autograd::Node {
     const bool want_dx = next[0].node != nullptr;
     const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
     Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
-    Tensor dw = want_dw ? empty({xv.size(1)}, weight_dtype) : Tensor();
-    Tensor db = want_db ? empty({xv.size(1)}, bias_dtype) : Tensor();
+    Tensor dw = want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    Tensor db = want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
     kernels::batch_norm_backward(xv, g, wv, mv, rv, training, dx, dw, db);
     return {dx, dw, db};
   }
@@ -101,8 +101,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
                x.shape().to_string(), ")");
   }
   Tensor y = detail::empty_like(x);
-  Tensor mean = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()));
-  Tensor rstd = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()));
+  Tensor mean = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
+  Tensor rstd = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
   kernels::batch_norm_forward(x, weight, bias, running_mean, running_var,
                               {.training = training, .momentum = momentum, .eps = eps}, y, mean,
                               rstd);

@@ -17,7 +17,7 @@ struct CatBackward : autograd::Node {
     std::vector<Tensor> result(shapes.size());
     for (size_t i = 0; i < shapes.size(); ++i) {
       if (!next[i].node) continue;
-      result[i] = empty(shapes[i], g.dtype());
+      result[i] = empty(shapes[i], g.dtype(), MemoryTag::activation, g.device());
       detail::copy_along(g, offsets[i], result[i], 0, dim, shapes[i][dim]);
     }
     return result;
@@ -64,7 +64,7 @@ Tensor cat(const std::vector<Tensor>& tensors_in, int dim_in) {
   }
   Shape out_shape = first.shape();
   out_shape[dim] = total;
-  Tensor out = empty(out_shape, first.dtype());
+  Tensor out = empty(out_shape, first.dtype(), MemoryTag::activation, first.device());
   std::vector<int64_t> offsets;
   int64_t offset = 0;
   for (const Tensor& t : tensors) {

@@ -24,7 +24,7 @@ Tensor run_pass_to(const kernels::Kernel<kernels::Conv2dPassFn>& pass, const ker
                    const Tensor& bias = Tensor()) {
   const DType acc = detail::accumulation_dtype(a.dtype());
   const bool direct = out_dtype == acc;
-  Tensor out = empty(shape, acc, direct ? MemoryTag::activation : MemoryTag::workspace);
+  Tensor out = empty(shape, acc, direct ? MemoryTag::activation : MemoryTag::workspace, a.device());
   pass(s, a, b, out);
   if (bias.defined()) kernels::conv2d_add_bias(out, bias);
   return direct ? out : out.to(out_dtype).detach();

@@ -48,18 +48,14 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in,
                  : std::string("undefined"));
   MIXP_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
              "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
-  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const int64_t c = logits.shape()[1];
   MIXP_CHECK(c > 0, "cross_entropy: logits have no classes (shape ", logits.shape().to_string(),
              ")");
-  const int64_t* t = targets.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    MIXP_CHECK(t[i] == o.ignore_index || (t[i] >= 0 && t[i] < c), "cross_entropy: target ", t[i],
-               " of row ", i, " is not a class in [0, ", c, ") nor ignore_index ", o.ignore_index);
-  }
+  kernels::cross_entropy_check_targets(targets, c, o.ignore_index);
   const DType out_dtype = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const kernels::CrossEntropyMean loss =
       kernels::cross_entropy(logits, targets, o.ignore_index, o.label_smoothing);
-  Tensor out = full({}, loss.loss, out_dtype);
+  Tensor out = full({}, loss.loss, out_dtype, MemoryTag::activation, logits.device());
   if (auto node = autograd::make_node<CrossEntropyBackward>("cross_entropy", {&logits, &targets})) {
     node->logits = autograd::SavedTensor(logits);
     node->targets = targets;

@@ -6,8 +6,8 @@
 namespace mixp::ops {
 namespace {
 struct DivOp {
-  const char* name = "div";
-  bool needs_inputs = true;
+  static constexpr const char* name = "div";
+  static constexpr bool needs_inputs = true;
   template <typename C>
   C forward(C a, C b) const {
     return a / b;
@@ -23,10 +23,20 @@ struct DivOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+Kernel<BinaryFn> div_forward = binary_forward_kernel<ops::DivOp>("div_forward");
+Kernel<BinaryBackwardFn> div_backward = binary_backward_kernel<ops::DivOp>("div_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::div, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], DivOp{}));
+  return cast.output(
+      detail::binary(cast[0], cast[1], DivOp{}, kernels::div_forward, &kernels::div_backward));
 }
 
 }  // namespace mixp::ops

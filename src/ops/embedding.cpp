@@ -16,7 +16,7 @@ struct EmbeddingBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor idx = indices.get();
     const Tensor g = grads[0].to(weight_dtype).detach();
-    Tensor dw = empty(weight_shape, weight_dtype);
+    Tensor dw = empty(weight_shape, weight_dtype, MemoryTag::gradient, g.device());
     kernels::embedding_scatter_add(g, idx, dw);
     return {dw};
   }
@@ -36,16 +36,11 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
              name_of(indices.dtype()), " ", indices.shape().to_string());
   MIXP_CHECK(indices.ndim() < kMaxDims, "embedding: indices ", indices.shape().to_string(),
              " have too many dimensions for a [..., D] result (at most ", kMaxDims - 1, ")");
-  const int64_t rows = weight.shape()[0], d = weight.shape()[1], n = indices.numel();
-  const int64_t* idx = indices.data<int64_t>();
-  for (int64_t p = 0; p < n; ++p) {
-    MIXP_CHECK(idx[p] >= 0 && idx[p] < rows, "embedding: index ", idx[p], " at position ", p,
-               " of indices ", indices.shape().to_string(), " is out of range for a table of ",
-               rows, " rows (weight ", weight.shape().to_string(), ")");
-  }
+  const int64_t d = weight.shape()[1];
+  kernels::embedding_check_indices(indices, weight);
   std::vector<int64_t> dims(indices.shape().dims().begin(), indices.shape().dims().end());
   dims.push_back(d);
-  Tensor out = empty(Shape(dims), weight.dtype());
+  Tensor out = empty(Shape(dims), weight.dtype(), MemoryTag::activation, weight.device());
   kernels::embedding_gather(weight, indices, out);
   if (auto node = autograd::make_node<EmbeddingBackward>("embedding", {&weight})) {
     node->indices = autograd::SavedTensor(indices);

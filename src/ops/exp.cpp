@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct ExpOp {
-  const char* name = "exp";
-  detail::Saved saved = detail::Saved::output;
+  static constexpr const char* name = "exp";
+  static constexpr kernels::Saved saved = kernels::Saved::output;
   template <typename C>
   C forward(C x) const {
     return std::exp(x);
@@ -19,10 +19,19 @@ struct ExpOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::ExpOp> exp_forward = unary_forward_kernel<ops::ExpOp>("exp_forward");
+UnaryBackwardKernel<ops::ExpOp> exp_backward = unary_backward_kernel<ops::ExpOp>("exp_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor exp(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::exp, {&x});
-  return cast.output(detail::unary(cast[0], ExpOp{}));
+  return cast.output(detail::unary(cast[0], ExpOp{}, kernels::exp_forward, kernels::exp_backward));
 }
 
 }  // namespace mixp::ops

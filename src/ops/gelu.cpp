@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct GeluOp {
-  const char* name = "gelu";
-  detail::Saved saved = detail::Saved::input;
+  static constexpr const char* name = "gelu";
+  static constexpr kernels::Saved saved = kernels::Saved::input;
   template <typename C>
   C forward(C x) const {
     return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
@@ -21,10 +21,21 @@ struct GeluOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::GeluOp> gelu_forward = unary_forward_kernel<ops::GeluOp>("gelu_forward");
+UnaryBackwardKernel<ops::GeluOp> gelu_backward =
+    unary_backward_kernel<ops::GeluOp>("gelu_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor gelu(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::gelu, {&x});
-  return cast.output(detail::unary(cast[0], GeluOp{}));
+  return cast.output(
+      detail::unary(cast[0], GeluOp{}, kernels::gelu_forward, kernels::gelu_backward));
 }
 
 }  // namespace mixp::ops

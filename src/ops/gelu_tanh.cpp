@@ -8,8 +8,8 @@
 namespace mixp::ops {
 namespace {
 struct GeluTanhOp {
-  const char* name = "gelu_tanh";
-  detail::Saved saved = detail::Saved::input;
+  static constexpr const char* name = "gelu_tanh";
+  static constexpr kernels::Saved saved = kernels::Saved::input;
   template <typename C>
   C forward(C x) const {
     const C u = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
@@ -38,10 +38,22 @@ struct GeluTanhOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::GeluTanhOp> gelu_tanh_forward =
+    unary_forward_kernel<ops::GeluTanhOp>("gelu_tanh_forward");
+UnaryBackwardKernel<ops::GeluTanhOp> gelu_tanh_backward =
+    unary_backward_kernel<ops::GeluTanhOp>("gelu_tanh_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor gelu_tanh(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::gelu_tanh, {&x});
-  return cast.output(detail::unary(cast[0], GeluTanhOp{}));
+  return cast.output(detail::unary(cast[0], GeluTanhOp{}, kernels::gelu_tanh_forward,
+                                   kernels::gelu_tanh_backward));
 }
 
 }  // namespace mixp::ops

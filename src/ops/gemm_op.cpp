@@ -15,7 +15,7 @@ void gemm_into(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, Te
 
 Tensor gemm(const kernels::GemmShape& s, const Tensor& a, const Tensor& b, const Shape& out_shape,
             DType out_dtype, const Tensor& bias) {
-  Tensor out = empty(out_shape, out_dtype);
+  Tensor out = empty(out_shape, out_dtype, MemoryTag::activation, a.device());
   gemm_into(s, a, b, out, bias);
   return out;
 }

@@ -29,8 +29,8 @@ struct LayerNormBackward : autograd::Node {
     const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
     const Shape affine{xv.size(-1)};
     Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
-    Tensor dw = want_dw ? empty(affine, weight_dtype) : Tensor();
-    Tensor db = want_db ? empty(affine, bias_dtype) : Tensor();
+    Tensor dw = want_dw ? empty(affine, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    Tensor db = want_db ? empty(affine, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
     kernels::layer_norm_backward(xv, g, wv, mv, rv, dx, dw, db);
     return {dx, dw, db};
   }
@@ -68,9 +68,9 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
              "layer_norm: out_dtype must be the input's dtype (", name_of(x.dtype()),
              ") or, for an f32 input, bf16 or f16; got ", name_of(y_dtype));
   std::vector<int64_t> row_dims(x.shape().dims().begin(), x.shape().dims().end() - 1);
-  Tensor y = empty(x.shape(), y_dtype);
-  Tensor mean = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
-  Tensor rstd = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()));
+  Tensor y = empty(x.shape(), y_dtype, MemoryTag::activation, x.device());
+  Tensor mean = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
+  Tensor rstd = empty(Shape(row_dims), detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
   kernels::layer_norm(x, weight, bias, eps, y, mean, rstd);
   if (auto node = autograd::make_node<LayerNormBackward>("layer_norm", {&x, &weight, &bias})) {
     node->x = autograd::SavedTensor(x);

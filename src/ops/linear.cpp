@@ -31,9 +31,9 @@ struct LinearBackward : autograd::Node {
     if (next[1].node) {
       // db from dW's kernel only where it sums grads[0] itself (a bf16 gradient), as the
       // separate sum would.
-      dw = empty(wv.shape(), wv.dtype());
+      dw = empty(wv.shape(), wv.dtype(), MemoryTag::gradient, wv.device());
       Tensor sums =
-          bias_grad && grads[0].dtype() == xv.dtype() ? empty(Shape{out}, bias_dtype) : Tensor();
+          bias_grad && grads[0].dtype() == xv.dtype() ? empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device()) : Tensor();
       if (kernels::linear_weight_grads(g.reshape({rows, out}), xv.reshape({rows, in}), dw, sums))
         db = sums;
     }

@@ -14,7 +14,7 @@ Tensor argmax_kept(const char* op, const Tensor& x, int dim) {
              " is empty");
   Shape kept = x.shape();
   kept[dim] = 1;
-  Tensor index = empty(kept, DType::i64);
+  Tensor index = empty(kept, DType::i64, MemoryTag::activation, x.device());
   kernels::argmax_lines(x, detail::around(x.shape(), dim), index);
   return index;
 }
@@ -25,7 +25,7 @@ struct MaxBackward : autograd::Node {
   Tensor index;  // kept shape, i64
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0];
-    Tensor dx = zeros(input_shape, g.dtype());
+    Tensor dx = zeros(input_shape, g.dtype(), MemoryTag::activation, g.device());
     kernels::put_along_lines(g, detail::around(input_shape, dim), index, dx);
     return {dx};
   }
@@ -49,7 +49,7 @@ Tensor max(const Tensor& x_in, int dim_in, bool keepdim) {
   Tensor index = argmax_kept("max", x, dim);
   Shape kept = x.shape();
   kept[dim] = 1;
-  Tensor values = empty(kept, x.dtype());
+  Tensor values = empty(kept, x.dtype(), MemoryTag::activation, x.device());
   kernels::take_along_lines(x, detail::around(x.shape(), dim), index, values);
   Tensor out = values.view(detail::reduced_shape(x.shape(), {dim}, keepdim)).detach();
   if (auto node = autograd::make_node<MaxBackward>("max", {&x})) {

@@ -18,7 +18,7 @@ struct MaxPoolBackward : autograd::Node {
   Tensor index;  // i64, the output's shape: the winner's position within its plane
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
-    Tensor dx = empty(input_shape, g.dtype());
+    Tensor dx = empty(input_shape, g.dtype(), MemoryTag::activation, g.device());
     kernels::max_pool2d_backward(pool, g, index, dx);
     return {dx};
   }
@@ -34,8 +34,8 @@ Tensor max_pool2d(const Tensor& x_in, int64_t kernel_h, int64_t kernel_w, int64_
   const kernels::Pool2dShape p =
       detail::sliding_pool("max_pool2d", x, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w);
   const Shape shape = detail::pooled_shape(x, p);
-  Tensor y = empty(shape, x.dtype());
-  Tensor index = empty(shape, DType::i64);  // saved for backward: an activation
+  Tensor y = empty(shape, x.dtype(), MemoryTag::activation, x.device());
+  Tensor index = empty(shape, DType::i64, MemoryTag::activation, x.device());  // saved for backward: an activation
   kernels::max_pool2d_forward(p, x, y, index);
   if (auto node = autograd::make_node<MaxPoolBackward>("max_pool2d", {&x})) {
     node->pool = p;

@@ -41,7 +41,8 @@ Tensor mse_loss(const Tensor& prediction_in, const Tensor& target_in) {
              " differ in shape");
   MIXP_CHECK(prediction.numel() > 0, "mse_loss: the inputs are empty");
   const double loss = kernels::mse_loss(prediction, target);
-  Tensor out = full({}, loss, prediction.dtype() == DType::f64 ? DType::f64 : DType::f32);
+  Tensor out = full({}, loss, prediction.dtype() == DType::f64 ? DType::f64 : DType::f32, MemoryTag::activation,
+                    prediction.device());
   if (auto node = autograd::make_node<MseBackward>("mse_loss", {&prediction, &target})) {
     node->prediction = autograd::SavedTensor(prediction);
     node->target = autograd::SavedTensor(target);

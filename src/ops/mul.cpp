@@ -6,8 +6,8 @@
 namespace mixp::ops {
 namespace {
 struct MulOp {
-  const char* name = "mul";
-  bool needs_inputs = true;
+  static constexpr const char* name = "mul";
+  static constexpr bool needs_inputs = true;
   template <typename C>
   C forward(C a, C b) const {
     return a * b;
@@ -24,10 +24,20 @@ struct MulOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+Kernel<BinaryFn> mul_forward = binary_forward_kernel<ops::MulOp>("mul_forward");
+Kernel<BinaryBackwardFn> mul_backward = binary_backward_kernel<ops::MulOp>("mul_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::mul, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], MulOp{}));
+  return cast.output(
+      detail::binary(cast[0], cast[1], MulOp{}, kernels::mul_forward, &kernels::mul_backward));
 }
 
 }  // namespace mixp::ops

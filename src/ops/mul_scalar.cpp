@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct MulScalarOp {
-  const char* name;
-  detail::Saved saved;
+  static constexpr const char* name = "mul_scalar";
+  static constexpr kernels::Saved saved = kernels::Saved::nothing;
   double scalar;
   template <typename C>
   C forward(C x) const {
@@ -21,11 +21,22 @@ struct MulScalarOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::MulScalarOp> mul_scalar_forward =
+    unary_forward_kernel<ops::MulScalarOp>("mul_scalar_forward");
+UnaryBackwardKernel<ops::MulScalarOp> mul_scalar_backward =
+    unary_backward_kernel<ops::MulScalarOp>("mul_scalar_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor mul_scalar(const Tensor& x, double s) {
   const auto cast = amp::autocast_inputs(OpKind::mul_scalar, {&x});
-  return cast.output(detail::unary(
-      cast[0], MulScalarOp{.name = "mul_scalar", .saved = detail::Saved::nothing, .scalar = s}));
+  return cast.output(detail::unary(cast[0], MulScalarOp{.scalar = s}, kernels::mul_scalar_forward,
+                                   kernels::mul_scalar_backward));
 }
 
 }  // namespace mixp::ops

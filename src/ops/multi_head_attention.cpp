@@ -28,7 +28,7 @@ struct MultiHeadAttentionBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor x = qkv.get();
     const Tensor g = grads[0].to(x.dtype()).detach();
-    Tensor dqkv = empty(x.shape(), x.dtype());
+    Tensor dqkv = empty(x.shape(), x.dtype(), MemoryTag::activation, x.device());
     kernels::multi_head_attention_backward(x, lse.get(), g, d, dqkv);
     return {dqkv};
   }
@@ -57,8 +57,8 @@ Tensor multi_head_attention(const Tensor& qkv_in, int64_t heads, bool causal) {
   const Tensor& qkv = cast[0];
   const int64_t b = qkv.size(0), t = qkv.size(1);
   const kernels::attention::Dims d{.bh = b * heads, .t = t, .dh = c / heads, .causal = causal};
-  Tensor out = empty(Shape{b, t, c}, qkv.dtype());
-  Tensor lse = empty(Shape{d.bh, t}, detail::accumulation_dtype(qkv.dtype()));
+  Tensor out = empty(Shape{b, t, c}, qkv.dtype(), MemoryTag::activation, qkv.device());
+  Tensor lse = empty(Shape{d.bh, t}, detail::accumulation_dtype(qkv.dtype()), MemoryTag::activation, qkv.device());
   {
     NoGradGuard no_grad;
     kernels::multi_head_attention_forward(qkv, d, out, lse);

@@ -14,7 +14,7 @@ struct NarrowBackward : autograd::Node {
   int64_t start = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor g = grads[0].to(dtype).detach();
-    Tensor dx = zeros(input_shape, dtype);
+    Tensor dx = zeros(input_shape, dtype, MemoryTag::activation, g.device());
     detail::copy_along(g, 0, dx, start, dim, g.shape()[dim]);
     return {dx};
   }
@@ -34,7 +34,7 @@ Tensor narrow(const Tensor& x_in, int dim_in, int64_t start, int64_t length) {
              " (shape ", x.shape().to_string(), ")");
   Shape s = x.shape();
   s[dim] = length;
-  Tensor out = empty(s, x.dtype());
+  Tensor out = empty(s, x.dtype(), MemoryTag::activation, x.device());
   detail::copy_along(x, start, out, 0, dim, length);
   if (auto node = autograd::make_node<NarrowBackward>("narrow", {&x})) {
     node->input_shape = x.shape();

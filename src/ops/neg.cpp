@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct NegOp {
-  const char* name = "neg";
-  detail::Saved saved = detail::Saved::nothing;
+  static constexpr const char* name = "neg";
+  static constexpr kernels::Saved saved = kernels::Saved::nothing;
   template <typename C>
   C forward(C x) const {
     return -x;
@@ -20,10 +20,19 @@ struct NegOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::NegOp> neg_forward = unary_forward_kernel<ops::NegOp>("neg_forward");
+UnaryBackwardKernel<ops::NegOp> neg_backward = unary_backward_kernel<ops::NegOp>("neg_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor neg(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::neg, {&x});
-  return cast.output(detail::unary(cast[0], NegOp{}));
+  return cast.output(detail::unary(cast[0], NegOp{}, kernels::neg_forward, kernels::neg_backward));
 }
 
 }  // namespace mixp::ops

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/copy_along.h"
+#include "kernels/expand.h"
 #include "tensor/tensor_impl.h"
 
 namespace mixp::ops::detail {
@@ -36,20 +37,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 
 Tensor expand(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  Tensor out = empty(shape, t.dtype());
-  const int nd = shape.ndim();
-  const std::vector<int64_t> strides = kernels::broadcast_strides(t.shape(), shape);
-  const size_t size = size_t(size_of(t.dtype()));
-  const char* src = static_cast<const char*>(t.raw_data());
-  char* dst = static_cast<char*>(out.raw_data());
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t rest = i, offset = 0;
-    for (int d = nd - 1; d >= 0; --d) {
-      offset += (rest % shape[d]) * strides[size_t(d)];
-      rest /= shape[d];
-    }
-    std::memcpy(dst + size_t(i) * size, src + size_t(offset) * size, size);
-  }
+  Tensor out = empty(shape, t.dtype(), MemoryTag::activation, t.device());
+  kernels::expand(t, out);
   return out;
 }
 

@@ -12,7 +12,7 @@ namespace {
 Tensor permuted(const Tensor& x, const std::vector<int>& order) {
   std::vector<int64_t> out_dims(static_cast<size_t>(x.ndim()));
   for (int d = 0; d < x.ndim(); ++d) out_dims[size_t(d)] = x.shape()[order[size_t(d)]];
-  Tensor out = empty(Shape(out_dims), x.dtype());
+  Tensor out = empty(Shape(out_dims), x.dtype(), MemoryTag::activation, x.device());
   kernels::permute_copy(x, order, out);
   return out;
 }

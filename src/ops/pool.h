@@ -1,7 +1,8 @@
 // What the pooling ops share: argument checks, the window geometry, and the average pooling
-// kernels on the fast or the reference path. Private to mixp.
+// through its kernels. Private to mixp.
 #pragma once
 
+#include "kernels/avg_pool2d.h"
 #include "kernels/pool.h"
 #include "ops/op_helpers.h"
 
@@ -48,24 +49,16 @@ inline Shape pooled_shape(const Tensor& x, const kernels::Pool2dShape& p) {
 
 /// The window means of x, in x's dtype.
 inline Tensor avg_pool_forward(const kernels::Pool2dShape& p, const Tensor& x) {
-  Tensor y = empty(pooled_shape(x, p), x.dtype());
-  if (reference_mode()) {
-    kernels::avg_pool2d_forward_reference(p, x.dtype(), x.raw_data(), y.raw_data());
-  } else {
-    kernels::avg_pool2d_forward_fast(p, x.dtype(), x.raw_data(), y.raw_data());
-  }
+  Tensor y = empty(pooled_shape(x, p), x.dtype(), MemoryTag::activation, x.device());
+  kernels::avg_pool2d_forward(p, x, y);
   return y;
 }
 
 /// The gradient of avg_pool_forward for an input of `input_shape`, in g's dtype.
 inline Tensor avg_pool_backward(const kernels::Pool2dShape& p, const Tensor& g,
                                 const Shape& input_shape) {
-  Tensor dx = empty(input_shape, g.dtype());
-  if (reference_mode()) {
-    kernels::avg_pool2d_backward_reference(p, g.dtype(), g.raw_data(), dx.raw_data());
-  } else {
-    kernels::avg_pool2d_backward_fast(p, g.dtype(), g.raw_data(), dx.raw_data());
-  }
+  Tensor dx = empty(input_shape, g.dtype(), MemoryTag::activation, g.device());
+  kernels::avg_pool2d_backward(p, g, dx);
   return dx;
 }
 

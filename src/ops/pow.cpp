@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct PowOp {
-  const char* name;
-  detail::Saved saved;
+  static constexpr const char* name = "pow_scalar";
+  static constexpr kernels::Saved saved = kernels::Saved::input;
   double scalar;
   template <typename C>
   C forward(C x) const {
@@ -20,11 +20,22 @@ struct PowOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::PowOp> pow_scalar_forward =
+    unary_forward_kernel<ops::PowOp>("pow_scalar_forward");
+UnaryBackwardKernel<ops::PowOp> pow_scalar_backward =
+    unary_backward_kernel<ops::PowOp>("pow_scalar_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor pow(const Tensor& x, double exponent) {
   const auto cast = amp::autocast_inputs(OpKind::pow_scalar, {&x});
-  return cast.output(detail::unary(
-      cast[0], PowOp{.name = "pow_scalar", .saved = detail::Saved::input, .scalar = exponent}));
+  return cast.output(detail::unary(cast[0], PowOp{.scalar = exponent}, kernels::pow_scalar_forward,
+                                   kernels::pow_scalar_backward));
 }
 
 }  // namespace mixp::ops

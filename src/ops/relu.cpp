@@ -8,8 +8,8 @@
 namespace mixp::ops {
 namespace {
 struct ReluOp {
-  const char* name = "relu";
-  detail::Saved saved = detail::Saved::input;
+  static constexpr const char* name = "relu";
+  static constexpr kernels::Saved saved = kernels::Saved::input;
   template <typename C>
   C forward(C x) const {
     return x > C(0) ? x : C(0);
@@ -27,10 +27,21 @@ struct ReluOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::ReluOp> relu_forward = unary_forward_kernel<ops::ReluOp>("relu_forward");
+UnaryBackwardKernel<ops::ReluOp> relu_backward =
+    unary_backward_kernel<ops::ReluOp>("relu_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor relu(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::relu, {&x});
-  return cast.output(detail::unary(cast[0], ReluOp{}));
+  return cast.output(
+      detail::unary(cast[0], ReluOp{}, kernels::relu_forward, kernels::relu_backward));
 }
 
 }  // namespace mixp::ops

@@ -87,7 +87,7 @@ Tensor fp8_probabilities(const amp::Fp8Tensor& qq, const amp::Fp8Tensor& qk, con
                          Tensor& lse, bool fill_lse) {
   Tensor p = amp::fp8_gemm(qq, qk);
   if (fill_lse) {
-    lse = empty(Shape{d.bh, d.t}, DType::f32);
+    lse = empty(Shape{d.bh, d.t}, DType::f32, MemoryTag::activation, p.device());
     kernels::attention_softmax_rows(p, lse, d);
   } else {
     kernels::attention_probabilities_rows(p, lse, d);
@@ -206,7 +206,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   detail::check_same_dtype(op, q, v);
   const Dims d = attention_dims(op, q, k, v, causal);
   Tensor out = detail::empty_like(q);
-  Tensor lse = empty(Shape{d.bh, d.t}, detail::accumulation_dtype(q.dtype()));
+  Tensor lse = empty(Shape{d.bh, d.t}, detail::accumulation_dtype(q.dtype()), MemoryTag::activation, q.device());
   {
     NoGradGuard no_grad;
     kernels::attention_forward(q, k, v, d, out, lse);

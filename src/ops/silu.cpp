@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct SiluOp {
-  const char* name = "silu";
-  detail::Saved saved = detail::Saved::input;
+  static constexpr const char* name = "silu";
+  static constexpr kernels::Saved saved = kernels::Saved::input;
   template <typename C>
   C forward(C x) const {
     return x / (C(1) + std::exp(-x));
@@ -20,10 +20,21 @@ struct SiluOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::SiluOp> silu_forward = unary_forward_kernel<ops::SiluOp>("silu_forward");
+UnaryBackwardKernel<ops::SiluOp> silu_backward =
+    unary_backward_kernel<ops::SiluOp>("silu_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor silu(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::silu, {&x});
-  return cast.output(detail::unary(cast[0], SiluOp{}));
+  return cast.output(
+      detail::unary(cast[0], SiluOp{}, kernels::silu_forward, kernels::silu_backward));
 }
 
 }  // namespace mixp::ops

@@ -12,10 +12,11 @@ namespace {
 struct SplitBackward : autograd::Node {
   Shape input_shape;
   DType dtype = DType::f32;
+  Device device = Device::cpu;
   int64_t size = 1;
   int dim = 0;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor dx = zeros(input_shape, dtype);
+    Tensor dx = zeros(input_shape, dtype, MemoryTag::activation, device);
     for (size_t c = 0; c < grads.size(); ++c) {
       if (!grads[c].defined()) continue;
       const Tensor g = grads[c].to(dtype).detach();
@@ -41,7 +42,7 @@ std::vector<Tensor> split(const Tensor& x_in, int64_t size, int dim_in) {
   for (int64_t c = 0; c < chunks; ++c) {
     Shape s = x.shape();
     s[dim] = std::min(size, n - c * size);
-    Tensor chunk = empty(s, x.dtype());
+    Tensor chunk = empty(s, x.dtype(), MemoryTag::activation, x.device());
     detail::copy_along(x, c * size, chunk, 0, dim, s[dim]);
     out.push_back(chunk);
   }
@@ -49,6 +50,7 @@ std::vector<Tensor> split(const Tensor& x_in, int64_t size, int dim_in) {
     node->num_outputs = uint32_t(chunks);
     node->input_shape = x.shape();
     node->dtype = x.dtype();
+    node->device = x.device();
     node->size = size;
     node->dim = dim;
     for (size_t c = 0; c < out.size(); ++c) autograd::set_history(out[c], node, uint32_t(c));

@@ -16,8 +16,9 @@ struct SplitHeadsBackward : autograd::Node {
   Shape qkv_shape;
   int64_t heads = 1;
   DType dtype = DType::f32;
+  Device device = Device::cpu;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor dqkv = zeros(qkv_shape, dtype);
+    Tensor dqkv = zeros(qkv_shape, dtype, MemoryTag::activation, device);
     std::vector<Tensor> g(3);
     for (size_t i = 0; i < 3; ++i) {
       if (grads[i].defined()) g[i] = grads[i].to(dtype).detach();
@@ -40,13 +41,14 @@ std::vector<Tensor> split_heads(const Tensor& qkv_in, int64_t heads) {
              " heads do not divide the width C = ", c, " of input ", qkv.shape().to_string());
   std::vector<Tensor> out;
   for (int i = 0; i < 3; ++i)
-    out.push_back(empty(Shape{qkv.size(0), heads, qkv.size(1), c / heads}, qkv.dtype()));
+    out.push_back(empty(Shape{qkv.size(0), heads, qkv.size(1), c / heads}, qkv.dtype(), MemoryTag::activation, qkv.device()));
   kernels::split_heads(qkv, heads, out[0], out[1], out[2]);
   if (auto node = autograd::make_node<SplitHeadsBackward>("split_heads", {&qkv})) {
     node->num_outputs = 3;
     node->qkv_shape = qkv.shape();
     node->heads = heads;
     node->dtype = qkv.dtype();
+    node->device = qkv.device();
     for (size_t i = 0; i < 3; ++i) autograd::set_history(out[i], node, uint32_t(i));
   }
   return cast.output(out);

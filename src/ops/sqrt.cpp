@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct SqrtOp {
-  const char* name = "sqrt";
-  detail::Saved saved = detail::Saved::output;
+  static constexpr const char* name = "sqrt";
+  static constexpr kernels::Saved saved = kernels::Saved::output;
   template <typename C>
   C forward(C x) const {
     return std::sqrt(x);
@@ -19,10 +19,21 @@ struct SqrtOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::SqrtOp> sqrt_forward = unary_forward_kernel<ops::SqrtOp>("sqrt_forward");
+UnaryBackwardKernel<ops::SqrtOp> sqrt_backward =
+    unary_backward_kernel<ops::SqrtOp>("sqrt_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor sqrt(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::sqrt, {&x});
-  return cast.output(detail::unary(cast[0], SqrtOp{}));
+  return cast.output(
+      detail::unary(cast[0], SqrtOp{}, kernels::sqrt_forward, kernels::sqrt_backward));
 }
 
 }  // namespace mixp::ops

@@ -8,9 +8,9 @@
 namespace mixp::ops {
 namespace {
 struct SubOp {
-  const char* name = "sub";
-  bool needs_inputs = false;
-  bool passes_gradient[2] = {true, false};
+  static constexpr const char* name = "sub";
+  static constexpr bool needs_inputs = false;
+  static constexpr bool passes_gradient[2] = {true, false};
   template <typename C>
   C forward(C a, C b) const {
     return a - b;
@@ -29,10 +29,20 @@ struct SubOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+Kernel<BinaryFn> sub_forward = binary_forward_kernel<ops::SubOp>("sub_forward");
+Kernel<BinaryBackwardFn> sub_backward = binary_backward_kernel<ops::SubOp>("sub_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   const auto cast = amp::autocast_inputs(OpKind::sub, {&a, &b});
-  return cast.output(detail::binary(cast[0], cast[1], SubOp{}, cast.applied()));
+  return cast.output(detail::binary(cast[0], cast[1], SubOp{}, kernels::sub_forward,
+                                    &kernels::sub_backward, cast.applied()));
 }
 
 }  // namespace mixp::ops

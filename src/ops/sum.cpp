@@ -58,7 +58,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
         a.inner *= x.shape()[d];
     }
     if (dims.empty()) a = {.outer = 1, .n = 1, .inner = 1};
-    Tensor out = empty(kept, x.dtype());
+    Tensor out = empty(kept, x.dtype(), MemoryTag::activation, x.device());
     kernels::sum_lines(x, a, scale, out);
     return out;
   }
@@ -69,7 +69,7 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int>& dims, double scale) {
     const Around a = around(current.shape(), *it);
     Shape s = current.shape();
     s[*it] = 1;
-    Tensor next = empty(s, wide);
+    Tensor next = empty(s, wide, MemoryTag::activation, x.device());
     const double step_scale = it + 1 == dims.rend() ? scale : 1.0;
     kernels::sum_lines(current, a, step_scale, next);
     current = next;

@@ -7,8 +7,8 @@
 namespace mixp::ops {
 namespace {
 struct TanhOp {
-  const char* name = "tanh";
-  detail::Saved saved = detail::Saved::output;
+  static constexpr const char* name = "tanh";
+  static constexpr kernels::Saved saved = kernels::Saved::output;
   template <typename C>
   C forward(C x) const {
     return std::tanh(x);
@@ -19,10 +19,21 @@ struct TanhOp {
   }
 };
 }  // namespace
+}  // namespace mixp::ops
+
+// The cpu candidates, generated from the functor (kernels/elementwise_candidates.h).
+namespace mixp::kernels {
+UnaryForwardKernel<ops::TanhOp> tanh_forward = unary_forward_kernel<ops::TanhOp>("tanh_forward");
+UnaryBackwardKernel<ops::TanhOp> tanh_backward =
+    unary_backward_kernel<ops::TanhOp>("tanh_backward");
+}  // namespace mixp::kernels
+
+namespace mixp::ops {
 
 Tensor tanh(const Tensor& x) {
   const auto cast = amp::autocast_inputs(OpKind::tanh, {&x});
-  return cast.output(detail::unary(cast[0], TanhOp{}));
+  return cast.output(
+      detail::unary(cast[0], TanhOp{}, kernels::tanh_forward, kernels::tanh_backward));
 }
 
 }  // namespace mixp::ops

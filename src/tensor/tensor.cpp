@@ -312,7 +312,7 @@ void Tensor::backward(const Tensor& gradient) const {
   if (!g.defined()) {
     MIXP_CHECK(numel() == 1, "backward: a gradient is needed for a tensor of shape ",
                shape().to_string(), "; only one-element tensors default to 1");
-    g = ones(shape(), dtype());
+    g = ones(shape(), dtype(), MemoryTag::activation, device());
   }
   MIXP_CHECK(g.shape() == shape(), "backward: gradient shape ", g.shape().to_string(),
              " differs from the tensor's ", shape().to_string());
@@ -358,19 +358,17 @@ Tensor empty(const Shape& shape, DType dtype, MemoryTag tag, Device device) {
   return Tensor(std::move(impl));
 }
 
-Tensor zeros(const Shape& shape, DType dtype, MemoryTag tag) {
-  Tensor t = empty(shape, dtype, tag);
-  // All-zero bits are +0 in every dtype. An empty tensor may have no buffer, and memset of a
-  // null pointer is undefined even for 0 bytes.
-  if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
-  return t;
+Tensor zeros(const Shape& shape, DType dtype, MemoryTag tag, Device device) {
+  return full(shape, 0.0, dtype, tag, device);
 }
 
-Tensor ones(const Shape& shape, DType dtype, MemoryTag tag) { return full(shape, 1.0, dtype, tag); }
+Tensor ones(const Shape& shape, DType dtype, MemoryTag tag, Device device) {
+  return full(shape, 1.0, dtype, tag, device);
+}
 
-Tensor full(const Shape& shape, double value, DType dtype, MemoryTag tag) {
-  Tensor t = empty(shape, dtype, tag);
-  fill_elements(t, value);
+Tensor full(const Shape& shape, double value, DType dtype, MemoryTag tag, Device device) {
+  Tensor t = empty(shape, dtype, tag, device);
+  device_backend(device).fill(t, value);
   return t;
 }
 

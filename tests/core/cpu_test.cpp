@@ -1,9 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
+#include <mutex>
+#include <set>
 #include <thread>
 
+#include "core/parallel.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
+#include "mixp/runtime.h"
 
 namespace mixp {
 namespace {
@@ -39,6 +45,38 @@ TEST(Cpu, IsaLimitIsPerThread) {
   Isa other = Isa::scalar;
   std::thread([&] { other = active_isa(); }).join();
   EXPECT_EQ(other, best_isa());
+}
+
+// `--isa` and ReferenceMode set the calling thread's limits; a parallel region's workers are
+// other threads, and must choose kernels under the caller's limits too.
+TEST(Cpu, AParallelRegionRunsUnderItsCallersLimits) {
+  const int threads_before = num_threads();
+  set_num_threads(2);
+  std::mutex mutex;
+  std::set<Isa> isas;
+  std::set<bool> references;
+  std::set<int> workers;
+  {
+    IsaLimit limit(Isa::scalar);
+    ReferenceMode reference;
+    parallel_for(64, 1, [&](int64_t, int64_t) {
+      std::lock_guard lock(mutex);
+      isas.insert(active_isa());
+      references.insert(reference_mode());
+      workers.insert(omp_get_thread_num());
+    });
+  }
+  set_num_threads(threads_before);
+  EXPECT_EQ(isas, std::set<Isa>{Isa::scalar});
+  EXPECT_EQ(references, std::set<bool>{true});
+  EXPECT_EQ(workers.size(), 2u) << "the region should have used two threads";
+  // The workers are back to their own limits afterwards.
+  std::set<Isa> after;
+  parallel_for(64, 1, [&](int64_t, int64_t) {
+    std::lock_guard lock(mutex);
+    after.insert(active_isa());
+  });
+  EXPECT_EQ(after, std::set<Isa>{best_isa()});
 }
 
 TEST(Cpu, IsaNames) {

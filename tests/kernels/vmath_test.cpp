@@ -4,11 +4,13 @@
 
 #include <bit>
 #include <cmath>
+#include <concepts>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "kernels/vmath.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/cpu.h"
 #include "mixp/float_types.h"
 #include "mixp/random.h"
@@ -32,10 +34,13 @@ std::vector<float> inputs() {
   return xs;
 }
 
-using Kernel1 = void (*)(const float*, float*, int64_t);
+// A kernel of the registry (chosen per call, so IsaLimit picks the candidate) or a function.
+template <typename F>
+concept Kernel1 = std::invocable<const F&, const float*, float*, int64_t>;
 
 // The kernel at every ISA, at awkward lengths and offsets, against the scalar kernel's bits.
-void expect_same_bits_on_every_isa(Kernel1 kernel, Kernel1 scalar) {
+template <Kernel1 K, Kernel1 S>
+void expect_same_bits_on_every_isa(const K& kernel, const S& scalar) {
   const std::vector<float> x = inputs();
   std::vector<float> want(x.size());
   scalar(x.data(), want.data(), int64_t(x.size()));
@@ -219,8 +224,8 @@ TEST(Vmath, AttentionRowKernelsRoundAfterEachOperation) {
 
 // |got - want| within tolerance(f32) for every input whose double result is finite; the
 // others must match in class (inf with the same sign, NaN).
-template <typename Want>
-void expect_close(Kernel1 kernel, Want want_of) {
+template <Kernel1 K, typename Want>
+void expect_close(const K& kernel, Want want_of) {
   const std::vector<float> x = inputs();
   std::vector<float> got(x.size());
   kernel(x.data(), got.data(), int64_t(x.size()));
@@ -265,14 +270,16 @@ TEST(Vmath, GeluTanhBackwardIsWithinToleranceOfDouble) {
   });
 }
 
-using Reduction = float (*)(const float*, int64_t);
+template <typename F>
+concept Reduction = std::invocable<const F&, const float*, int64_t>;
 
 float dot_with_itself(const float* x, int64_t n) { return kernels::dot_f32(x, x, n); }
 float dot_with_itself_ref(const float* x, int64_t n) { return kernels::ref::dot_f32(x, x, n); }
 
 // Every length up to 100 (each tail), some long ones, and every offset in a vector, on the
 // sweep above (signed zeros, infinities and NaN among them) and on runs of -0.
-void expect_same_reduction_bits_on_every_isa(Reduction kernel, Reduction scalar) {
+template <Reduction K, Reduction S>
+void expect_same_reduction_bits_on_every_isa(const K& kernel, const S& scalar) {
   std::vector<float> x = inputs();
   for (int i = 0; i < 40; ++i) x.push_back(-0.0f);
   std::vector<std::pair<size_t, size_t>> cases;
@@ -339,8 +346,8 @@ TEST(Vmath, SumAndDotAreWithinToleranceOfDouble) {
 }
 
 // accumulate(x, acc, n) at every ISA against scalar(x, acc, n), from accumulators holding `start`.
-template <typename X>
-void expect_same_accumulation_on_every_isa(void (*kernel)(const X*, float*, int64_t),
+template <typename X, typename K>
+void expect_same_accumulation_on_every_isa(const K& kernel,
                                            void (*scalar)(const X*, float*, int64_t), const X* x,
                                            const std::vector<float>& start, int64_t n) {
   std::vector<float> want(start.begin(), start.begin() + n);

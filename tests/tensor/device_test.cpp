@@ -7,8 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "kernels/elementwise_ops.h"
 #include "kernels/registry.h"
 #include "kernels/softmax.h"
+#include "kernels/sum.h"
 #include "mixp/error.h"
 #include "mixp/ops.h"
 #include "support/protected_device.h"
@@ -90,6 +92,42 @@ TEST(Device, AnOpRunsOnANewDeviceThroughItsRegisteredKernel) {
   const Tensor y = ops::softmax(x.to(dev), -1);  // src/ops unchanged: the registry chose
   EXPECT_EQ(y.device(), dev);
   EXPECT_EQ(y.to_vector(), ops::softmax(x, -1).to_vector());
+}
+
+// relu and add, forward and backward, with no change to src/ops: the protected device only adds
+// candidates to their kernels (and to sum's, which sums add's gradient back to a broadcast
+// input's shape).
+TEST(Device, ElementwiseOpsAndTheirGradientsRunOnANewDevice) {
+  const Device dev = ProtectedDevice::device();
+  static const bool added = [] {
+    ProtectedDevice::add_kernel<kernels::relu_forward>();
+    ProtectedDevice::add_kernel<kernels::relu_backward>();
+    ProtectedDevice::add_kernel<kernels::add_forward>();
+    ProtectedDevice::add_kernel<kernels::sum_lines>();
+    return true;
+  }();
+  ASSERT_TRUE(added);
+  Philox generator(PhiloxState{5});
+  const Tensor x_host = randn({3, 37}, generator, 1.0, DType::bf16);
+  const Tensor b_host = randn({37}, generator, 1.0, DType::bf16);
+  const Tensor g_host = randn({3, 37}, generator, 1.0, DType::bf16);
+
+  const Tensor x = x_host.to(dev).set_requires_grad(true);
+  const Tensor b = b_host.to(dev).set_requires_grad(true);
+  const Tensor y = ops::add(ops::relu(x), b);
+  EXPECT_EQ(y.device(), dev);
+  y.backward(g_host.to(dev));
+  ASSERT_TRUE(x.grad().defined() && b.grad().defined());
+  EXPECT_EQ(x.grad().device(), dev);
+  EXPECT_EQ(b.grad().device(), dev);
+
+  const Tensor xh = x_host.detach().set_requires_grad(true);
+  const Tensor bh = b_host.detach().set_requires_grad(true);
+  const Tensor yh = ops::add(ops::relu(xh), bh);
+  yh.backward(g_host);
+  EXPECT_EQ(y.detach().to_vector(), yh.detach().to_vector());
+  EXPECT_EQ(x.grad().to_vector(), xh.grad().to_vector());
+  EXPECT_EQ(b.grad().to_vector(), bh.grad().to_vector());
 }
 
 TEST(DeviceDeathTest, TheHostCannotTouchTheProtectedMemory) {

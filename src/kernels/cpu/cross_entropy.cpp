@@ -9,6 +9,7 @@
 
 #include "core/parallel.h"
 #include "kernels/elementwise.h"
+#include "mixp/error.h"
 
 namespace mixp::kernels {
 namespace {
@@ -88,7 +89,20 @@ void cross_entropy_backward_cpu(const Tensor& logits, const Tensor& targets, int
   });
 }
 
+void check_targets_cpu(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+  const int64_t* t = targets.data<int64_t>();
+  for (int64_t i = 0; i < targets.numel(); ++i) {
+    MIXP_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < classes), "cross_entropy: target ",
+               t[i], " of row ", i, " is not a class in [0, ", classes, ") nor ignore_index ",
+               ignore_index);
+  }
+}
+
 }  // namespace
+
+Kernel<CrossEntropyCheckTargetsFn> cross_entropy_check_targets(
+    "cross_entropy_check_targets",
+    {{.name = "scalar", .fn = check_targets_cpu, .fallback = true}});
 
 Kernel<CrossEntropyFn> cross_entropy(
     "cross_entropy", {{.name = "fp32", .fn = cross_entropy_cpu<false>},

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
+#include "mixp/error.h"
 #include "tensor/element.h"
 
 namespace mixp::kernels {
@@ -90,7 +91,20 @@ void scatter_add_cpu(const Tensor& g, const Tensor& indices, Tensor& dweight) {
   });
 }
 
+void check_indices_cpu(const Tensor& indices, const Tensor& weight) {
+  const int64_t rows = weight.size(0);
+  const int64_t* idx = indices.data<int64_t>();
+  for (int64_t p = 0; p < indices.numel(); ++p) {
+    MIXP_CHECK(idx[p] >= 0 && idx[p] < rows, "embedding: index ", idx[p], " at position ", p,
+               " of indices ", indices.shape().to_string(), " is out of range for a table of ",
+               rows, " rows (weight ", weight.shape().to_string(), ")");
+  }
+}
+
 }  // namespace
+
+Kernel<EmbeddingCheckIndicesFn> embedding_check_indices(
+    "embedding_check_indices", {{.name = "scalar", .fn = check_indices_cpu, .fallback = true}});
 
 Kernel<EmbeddingGatherFn> embedding_gather(
     "embedding_gather", {{.name = "openmp", .fn = gather_rows<true>},

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "kernels/cpu/vmath_lanes_avx512.h"
-#include "kernels/layer_norm_rows.h"
+#include "kernels/layer_norm_rows_isa.h"
 
 namespace mixp::kernels::avx512 {
 namespace {

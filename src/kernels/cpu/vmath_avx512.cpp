@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "kernels/cpu/vmath_lanes_avx512.h"
-#include "kernels/vmath.h"
+#include "kernels/vmath_isa.h"
 
 namespace mixp::kernels::avx512 {
 namespace {

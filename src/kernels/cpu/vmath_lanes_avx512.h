@@ -10,7 +10,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/bf16_round_avx512.h"
-#include "kernels/vmath.h"
+#include "kernels/vmath_isa.h"
 
 namespace mixp::kernels::lanes {
 namespace {

@@ -1,8 +1,8 @@
 // The scalar versions of kernels/layer_norm_rows.h: the bits every ISA's kernel gives.
 #include <cmath>
 
-#include "kernels/layer_norm_rows.h"
-#include "kernels/vmath.h"
+#include "kernels/layer_norm_rows_isa.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {

@@ -3,7 +3,7 @@
 // kernels.
 #include <cmath>
 
-#include "kernels/vmath.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
