@@ -146,12 +146,12 @@ MIXP_INSTANTIATE_DATA(uint8_t)
 double Tensor::item() const {
   MIXP_CHECK(numel() == 1, "item: the tensor has ", numel(), " elements (shape ",
              shape().to_string(), "), not one");
-  if (device() != Device::cpu) return to(Device::cpu).item();
+  if (device() != Device::cpu) return detach().to(Device::cpu).item();
   return load_element(raw_data(), dtype(), 0);
 }
 
 std::vector<double> Tensor::to_vector() const {
-  if (device() != Device::cpu) return to(Device::cpu).to_vector();
+  if (device() != Device::cpu) return detach().to(Device::cpu).to_vector();
   std::vector<double> v(static_cast<size_t>(numel()));
   for (int64_t i = 0; i < numel(); ++i) v[size_t(i)] = load_element(raw_data(), dtype(), i);
   return v;
@@ -335,7 +335,7 @@ std::string Tensor::to_string(int max_elements) const {
   if (device() != Device::cpu) out << ", " << name_of(device());
   const int64_t n = numel();
   const int64_t shown = std::min<int64_t>(n, max_elements);
-  const Tensor host = to(Device::cpu);
+  const Tensor host = detach().to(Device::cpu);
   for (int64_t i = 0; i < shown; ++i) {
     out << (i ? ", " : "") << load_element(host.raw_data(), dtype(), i);
   }

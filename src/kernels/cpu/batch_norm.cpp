@@ -253,7 +253,8 @@ void update_running(Tensor& running, const std::vector<Acc>& batch, double momen
   for (size_t c = 0; c < updated.size(); ++c) {
     updated[c] = (Acc(1) - Acc(momentum)) * updated[c] + Acc(momentum) * batch[c];
   }
-  Tensor rounded = empty({int64_t(updated.size())}, DType::f32);
+  Tensor rounded =
+      empty({int64_t(updated.size())}, DType::f32, MemoryTag::activation, running.device());
   store_channels(updated, 1, 0, rounded);
   running.copy_(rounded);
 }

@@ -115,7 +115,8 @@ Tensor bias_grad_planes(const Tensor& g) {
                    planes[size_t(p)] = blocked_sum<Acc>(rows.data(), h);
                  }
                });
-  Tensor out = empty({c}, std::is_same_v<Acc, double> ? DType::f64 : DType::f32);
+  Tensor out = empty({c}, std::is_same_v<Acc, double> ? DType::f64 : DType::f32,
+                     MemoryTag::activation, g.device());
   Acc* sums = out.data<Acc>();
   if (c == 1) {
     sums[0] = blocked_sum<Acc>(planes.data(), n);
@@ -154,7 +155,7 @@ Tensor bias_grad_by_dims(const Tensor& g) {
     for (int d = dim + 1; d < int(dims.size()); ++d) inner *= dims[size_t(d)];
     const int64_t n = dims[size_t(dim)];
     dims[size_t(dim)] = 1;
-    Tensor next = empty(Shape(dims), acc);
+    Tensor next = empty(Shape(dims), acc, MemoryTag::activation, current.device());
     sum_lines(current, Lines{outer, n, inner}, 1.0, next);
     current = next;
   }

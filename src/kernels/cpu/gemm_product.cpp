@@ -74,7 +74,7 @@ void product_in_blocks(const GemmShape& s, const Tensor& a, const Tensor& b, con
     return;
   }
   auto block = [&](const GemmShape& part, const Tensor& a_part, Tensor out_part) {
-    Tensor c = empty(out_part.shape(), acc, MemoryTag::workspace);
+    Tensor c = empty(out_part.shape(), acc, MemoryTag::workspace, out_part.device());
     product(part, a_part, b, bias, c);
     out_part.copy_(c);
   };

@@ -152,7 +152,7 @@ Tensor as_operand(const Tensor& t, DType dtype) {
 
 // a b per s into a new [s.batch, s.m, s.n] tensor of `dtype`.
 Tensor product(const GemmShape& s, const Tensor& a, const Tensor& b, DType dtype) {
-  Tensor out = empty(Shape{s.batch, s.m, s.n}, dtype);
+  Tensor out = empty(Shape{s.batch, s.m, s.n}, dtype, MemoryTag::activation, a.device());
   gemm_product(s, a, b, Tensor(), out);
   return out;
 }
