@@ -128,9 +128,10 @@ template <typename PrimitiveDesc, typename Primitive, typename Make>
 std::shared_ptr<const Cached<PrimitiveDesc, Primitive>> cached(const ConvShape& s, DType in,
                                                                Make make) {
   static std::mutex mutex;
-  static std::unordered_map<ConvKey, std::shared_ptr<const Cached<PrimitiveDesc, Primitive>>,
-                            ConvKeyHash>
-      cache;
+  // Never destroyed, as the matmuls' cache (kernels/cpu/dnnl_runtime.h).
+  static auto& cache =
+      *new std::unordered_map<ConvKey, std::shared_ptr<const Cached<PrimitiveDesc, Primitive>>,
+                              ConvKeyHash>();
   constexpr size_t kMaxEntries = 256;
   const ConvKey key{.shape = s, .in = in};
   std::lock_guard<std::mutex> lock(mutex);

@@ -11,8 +11,11 @@ struct DnnlRuntime {
   dnnl::stream stream{engine};
 };
 
+/// Never destroyed, nor are the primitives cached with it: static destructors run in an order
+/// no file controls, and a primitive destroyed after its engine or after oneDNN's own static
+/// state crashes the process at exit. The operating system reclaims them.
 inline DnnlRuntime& dnnl_runtime() {
-  static DnnlRuntime r;
+  static DnnlRuntime& r = *new DnnlRuntime();
   return r;
 }
 

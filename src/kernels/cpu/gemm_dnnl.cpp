@@ -81,7 +81,9 @@ struct CachedMatmul {
 
 std::shared_ptr<const CachedMatmul> cached_matmul(const GemmShape& s, bool bf16, bool bias,
                                                   bool bf16_out, const dnnl::engine& engine) {
-  static PrimitiveCache<PrimitiveKey, CachedMatmul, PrimitiveKeyHash> cache;
+  // Never destroyed: at exit oneDNN's own state may already be gone, and destroying a primitive
+  // after it crashes the process (kernels/cpu/dnnl_runtime.h).
+  static auto& cache = *new PrimitiveCache<PrimitiveKey, CachedMatmul, PrimitiveKeyHash>();
   const PrimitiveKey key{.batch = s.batch,
                          .batch_a = s.batch_a,
                          .batch_b = s.batch_b,
