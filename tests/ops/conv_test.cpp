@@ -180,8 +180,8 @@ TEST(Conv2d, Bf16ForwardWrittenDirectlyIsTheFp32PassPlusBiasRoundedOnce) {
                    "onednn_bf16_direct");
     }
     ASSERT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * 2), 0);
-    const Tensor via_op = ops::conv2d(x, w, b, make(c.stride, c.stride, c.pad, c.pad, 1, 1,
-                                                    c.groups));
+    const Tensor via_op =
+        ops::conv2d(x, w, b, make(c.stride, c.stride, c.pad, c.pad, 1, 1, c.groups));
     ASSERT_EQ(via_op.dtype(), DType::bf16);
     EXPECT_EQ(std::memcmp(via_op.raw_data(), want.raw_data(), size_t(want.numel()) * 2), 0);
   }

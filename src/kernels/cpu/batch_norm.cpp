@@ -97,7 +97,9 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   return st;
 }
 
-template <typename T>
+/// Relu: max(., 0) of each fp32 result before its one rounding, which gives the bits of
+/// rounding first: rounding keeps the sign and maps 0 to 0.
+template <typename T, bool Relu>
 void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
                        const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
   using C = Compute<T>;
@@ -111,14 +113,26 @@ void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
       const C scale = w.empty() ? C(1) : w[c], shift = b.empty() ? C(0) : b[c];
       C* run = v.get() + (u - begin) * s;
       for (int64_t i = 0; i < s; ++i) run[i] = (run[i] - m) * rs * scale + shift;
+      if constexpr (Relu) {
+        for (int64_t i = 0; i < s; ++i) run[i] = run[i] > C(0) ? run[i] : C(0);
+      }
     }
     narrow(v.get(), (end - begin) * s, y + begin * s);
   });
 }
 
-/// sum(g) and sum(g xhat) per channel, as [c][2].
+/// g where y > 0, else 0: ReLU's backward, on a chunk of widened values (exact).
 template <typename T>
-std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
+void relu_mask(const T* y, int64_t len, Compute<T>* scratch, Compute<T>* g) {
+  using C = Compute<T>;
+  widen(y, len, scratch);
+  for (int64_t i = 0; i < len; ++i) g[i] = scratch[i] > C(0) ? g[i] : C(0);
+}
+
+/// sum(g) and sum(g xhat) per channel, as [c][2]. relu_y: the output of a batch_norm_relu
+/// forward, whose ReLU's backward g passes first; null for a plain batch_norm.
+template <typename T>
+std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
                                           const Compute<T>* mean, const Compute<T>* rstd) {
   using C = Compute<T>;
   const int64_t s = geo.s;
@@ -127,6 +141,10 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
     widen(x + begin * s, len, xv.get());
     widen(g + begin * s, len, gv.get());
+    if (relu_y != nullptr) {
+      const auto yv = chunk_scratch<C>(len);
+      relu_mask(relu_y + begin * s, len, yv.get(), gv.get());
+    }
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u % geo.c;
       const C m = mean[c], rs = rstd[c];
@@ -140,9 +158,10 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, Geometry geo,
 }
 
 template <typename T>
-void grad_input_chunked(const T* x, const T* g, Geometry geo, const Compute<T>* mean,
-                        const Compute<T>* rstd, const std::vector<Compute<T>>& w,
-                        const std::vector<Compute<T>>& sums, bool training, T* dx) {
+void grad_input_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
+                        const Compute<T>* mean, const Compute<T>* rstd,
+                        const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& sums,
+                        bool training, T* dx) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   const C count = C(geo.per_channel());
@@ -151,6 +170,10 @@ void grad_input_chunked(const T* x, const T* g, Geometry geo, const Compute<T>* 
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
     widen(x + begin * s, len, xv.get());
     widen(g + begin * s, len, gv.get());
+    if (relu_y != nullptr) {
+      const auto yv = chunk_scratch<C>(len);
+      relu_mask(relu_y + begin * s, len, yv.get(), gv.get());
+    }
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u % geo.c;
       const C m = mean[c], rs = rstd[c], scale = w.empty() ? C(1) : w[size_t(c)];
@@ -295,10 +318,11 @@ Geometry geometry_of(const Shape& shape) {
   return geo;
 }
 
-template <bool Fallback>
+template <bool Fallback, bool Relu = false>
 void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                  Tensor& running_var, BatchNormParams params, Tensor& y, Tensor& mean_out,
                  Tensor& rstd_out) {
+  static_assert(!(Fallback && Relu), "the fused fallback is the unfused kernels");
   const Geometry geo = geometry_of(x.shape());
   visit_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using C = Compute<T>;
@@ -318,15 +342,17 @@ void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tens
     if constexpr (Fallback) {
       normalize_serial<T>(x.data<T>(), geo, st, w, b, y.data<T>());
     } else {
-      normalize_chunked<T>(x.data<T>(), geo, st, w, b, y.data<T>());
+      normalize_chunked<T, Relu>(x.data<T>(), geo, st, w, b, y.data<T>());
     }
     save_stats<Acc, C>(st, mean_out, rstd_out);
   });
 }
 
+/// relu_y: defined for batch_norm_relu's backward (the fast candidate only).
 template <bool Fallback>
-void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& weight, const Tensor& mean,
-                  const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& relu_y, const Tensor& weight,
+                  const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
+                  Tensor& dweight, Tensor& dbias) {
   const Geometry geo = geometry_of(x.shape());
   const bool need_sums = (dx.defined() && training) || dweight.defined() || dbias.defined();
   visit_floating(x.dtype(), "batch_norm", [&]<typename T>() {
@@ -344,15 +370,59 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& weight, const 
                              dx.data<T>());
       }
     } else {
-      if (need_sums) sums = grad_sums_chunked<T>(xd, gd, geo, md, rd);
+      const T* yd = relu_y.defined() ? relu_y.data<T>() : nullptr;
+      if (need_sums) sums = grad_sums_chunked<T>(xd, gd, yd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_chunked<T>(xd, gd, geo, md, rd, values_as<C>(weight), sums, training,
+        grad_input_chunked<T>(xd, gd, yd, geo, md, rd, values_as<C>(weight), sums, training,
                               dx.data<T>());
       }
     }
     if (dweight.defined()) store_channels(sums, 2, 1, dweight);
     if (dbias.defined()) store_channels(sums, 2, 0, dbias);
   });
+}
+
+template <bool Fallback>
+void plain_backward(const Tensor& x, const Tensor& g, const Tensor& weight, const Tensor& mean,
+                    const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight, Tensor& dbias) {
+  backward_cpu<Fallback>(x, g, Tensor(), weight, mean, rstd, training, dx, dweight, dbias);
+}
+
+void fused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, const Tensor& weight,
+                         const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
+                         Tensor& dweight, Tensor& dbias) {
+  backward_cpu<false>(x, g, y, weight, mean, rstd, training, dx, dweight, dbias);
+}
+
+// The unfused ops' kernels in turn: batch_norm_forward, then ReLU (max(y, 0) in y's dtype, as
+// ops::relu) over its output.
+void unfused_relu_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          Tensor& running_mean, Tensor& running_var, BatchNormParams params,
+                          Tensor& y, Tensor& mean_out, Tensor& rstd_out) {
+  batch_norm_forward(x, weight, bias, running_mean, running_var, params, y, mean_out, rstd_out);
+  visit_floating(y.dtype(), "batch_norm_relu", [&]<typename T>() {
+    T* yd = y.data<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      yd[i] = to_double(yd[i]) > 0.0 ? yd[i] : from_double<T>(0.0);
+    }
+  });
+}
+
+// ReLU's backward (g where y > 0, else 0, as ops::relu's backward from its input: y > 0 exactly
+// where batch_norm's output is), then batch_norm_backward.
+void unfused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, const Tensor& weight,
+                           const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
+                           Tensor& dweight, Tensor& dbias) {
+  Tensor masked = empty(g.shape(), g.dtype(), MemoryTag::workspace, g.device());
+  visit_floating(g.dtype(), "batch_norm_relu", [&]<typename T>() {
+    const T* yd = y.data<T>();
+    const T* gd = g.data<T>();
+    T* md = masked.data<T>();
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      md[i] = to_double(yd[i]) > 0.0 ? gd[i] : from_double<T>(0.0);
+    }
+  });
+  batch_norm_backward(x, masked, weight, mean, rstd, training, dx, dweight, dbias);
 }
 
 }  // namespace
@@ -362,7 +432,16 @@ Kernel<BatchNormFn> batch_norm_forward(
                            {.name = "scalar", .fn = forward_cpu<true>, .fallback = true}});
 
 Kernel<BatchNormBackwardFn> batch_norm_backward(
-    "batch_norm_backward", {{.name = "openmp", .fn = backward_cpu<false>},
-                            {.name = "scalar", .fn = backward_cpu<true>, .fallback = true}});
+    "batch_norm_backward", {{.name = "openmp", .fn = plain_backward<false>},
+                            {.name = "scalar", .fn = plain_backward<true>, .fallback = true}});
+
+Kernel<BatchNormFn> batch_norm_relu_forward(
+    "batch_norm_relu_forward", {{.name = "openmp_fused", .fn = forward_cpu<false, true>},
+                                {.name = "unfused", .fn = unfused_relu_forward, .fallback = true}});
+
+Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward(
+    "batch_norm_relu_backward",
+    {{.name = "openmp_fused", .fn = fused_relu_backward},
+     {.name = "unfused", .fn = unfused_relu_backward, .fallback = true}});
 
 }  // namespace mixp::kernels

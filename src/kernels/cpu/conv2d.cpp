@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/sum.h"
 #include "kernels/elementwise.h"
+#include "kernels/sum.h"
 #include "tensor/element.h"
 
 namespace mixp::kernels {
@@ -117,8 +117,7 @@ Tensor bias_grad_planes(const Tensor& g) {
                      for (; r + kRows <= h; r += kRows) {
                        Acc acc[kRows] = {};
                        for (int64_t i = 0; i < w; ++i)
-                         for (int64_t k = 0; k < kRows; ++k)
-                           acc[k] += plane[(r + k) * w + i];
+                         for (int64_t k = 0; k < kRows; ++k) acc[k] += plane[(r + k) * w + i];
                        for (int64_t k = 0; k < kRows; ++k) rows[size_t(r + k)] = acc[k];
                      }
                    }

@@ -183,9 +183,8 @@ void conv2d_forward_fast_to(const ConvShape& s, DType in, const void* x, const v
   const dt t = dnnl_type(in), out_t = dnnl_type(out);
   try {
     const auto c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        {.shape = s, .in = in, .out = out, .bias = bias != nullptr}, [&] {
-          return bias != nullptr ? biased_forward_pd(g, t, out_t, r) : forward_pd(g, t, r);
-        });
+        {.shape = s, .in = in, .out = out, .bias = bias != nullptr},
+        [&] { return bias != nullptr ? biased_forward_pd(g, t, out_t, r) : forward_pd(g, t, r); });
     const auto& pd = c->pd;
     const Operand src{.arg = DNNL_ARG_SRC,
                       .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
