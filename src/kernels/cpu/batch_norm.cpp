@@ -121,12 +121,17 @@ void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
   });
 }
 
-/// g where y > 0, else 0: ReLU's backward, on a chunk of widened values (exact).
+/// g where y > 0, else 0: ReLU's backward on a chunk of widened g (exact). y is a ReLU's
+/// output, +0 or positive (never -0 or NaN), so for the 16-bit formats y > 0 exactly where its
+/// bits are not all zero: read as they are, without a widened copy.
 template <typename T>
-void relu_mask(const T* y, int64_t len, Compute<T>* scratch, Compute<T>* g) {
+void relu_mask(const T* y, int64_t len, Compute<T>* g) {
   using C = Compute<T>;
-  widen(y, len, scratch);
-  for (int64_t i = 0; i < len; ++i) g[i] = scratch[i] > C(0) ? g[i] : C(0);
+  if constexpr (sizeof(T) == 2) {
+    for (int64_t i = 0; i < len; ++i) g[i] = y[i].bits != 0 ? g[i] : C(0);
+  } else {
+    for (int64_t i = 0; i < len; ++i) g[i] = y[i] > T(0) ? g[i] : C(0);
+  }
 }
 
 /// sum(g) and sum(g xhat) per channel, as [c][2]. relu_y: the output of a batch_norm_relu
@@ -141,10 +146,7 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, const T* relu_
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
     widen(x + begin * s, len, xv.get());
     widen(g + begin * s, len, gv.get());
-    if (relu_y != nullptr) {
-      const auto yv = chunk_scratch<C>(len);
-      relu_mask(relu_y + begin * s, len, yv.get(), gv.get());
-    }
+    if (relu_y != nullptr) relu_mask(relu_y + begin * s, len, gv.get());
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u % geo.c;
       const C m = mean[c], rs = rstd[c];
@@ -170,10 +172,7 @@ void grad_input_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
     widen(x + begin * s, len, xv.get());
     widen(g + begin * s, len, gv.get());
-    if (relu_y != nullptr) {
-      const auto yv = chunk_scratch<C>(len);
-      relu_mask(relu_y + begin * s, len, yv.get(), gv.get());
-    }
+    if (relu_y != nullptr) relu_mask(relu_y + begin * s, len, gv.get());
     for (int64_t u = begin; u < end; ++u) {
       const int64_t c = u % geo.c;
       const C m = mean[c], rs = rstd[c], scale = w.empty() ? C(1) : w[size_t(c)];
