@@ -3,7 +3,8 @@
 // evaluation, with and without the affine parameters, on the fast kernels and on the
 // reference ones; its fused kernels agree with their fallback (the unfused kernels, double
 // accumulation in reference mode) within the tests' tolerance and do not depend on the thread
-// count; nn::Sequential runs a BatchNorm2d and a ReLU through it unless a hook watches the norm.
+// count; the bf16 rows on AVX-512 BF16 give the chunked kernels' bits; nn::Sequential runs a
+// BatchNorm2d and a ReLU through it unless a hook watches the norm.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "kernels/batch_norm.h"
 #include "mixp/autograd.h"
+#include "mixp/cpu.h"
 #include "mixp/nn/activation.h"
 #include "mixp/nn/batch_norm.h"
 #include "mixp/nn/sequential.h"
@@ -66,8 +68,10 @@ Inputs draw(const Case& c, uint64_t seed) {
   return in;
 }
 
-// One forward and backward of batch_norm_relu (fused) or relu(batch_norm).
-Results run(const Case& c, const Inputs& in, bool fused) {
+enum class Form { fused, unfused, batch_norm_only };
+
+// One forward and backward of batch_norm_relu (fused), relu(batch_norm), or batch_norm alone.
+Results run(const Case& c, const Inputs& in, Form form) {
   const int64_t channels = c.x[1];
   Tensor x = from_values(in.x, c.x, c.dtype).set_requires_grad(true);
   Tensor w, b;
@@ -78,8 +82,13 @@ Results run(const Case& c, const Inputs& in, bool fused) {
   Tensor running_mean = from_values(in.running_mean, {channels}, DType::f32);
   Tensor running_var = from_values(in.running_var, {channels}, DType::f32);
   const Tensor g = from_values(in.g, c.x, c.dtype);
-  Tensor y = fused ? ops::batch_norm_relu(x, w, b, running_mean, running_var, c.training)
-                   : ops::relu(ops::batch_norm(x, w, b, running_mean, running_var, c.training));
+  Tensor y;
+  if (form == Form::fused) {
+    y = ops::batch_norm_relu(x, w, b, running_mean, running_var, c.training);
+  } else {
+    y = ops::batch_norm(x, w, b, running_mean, running_var, c.training);
+    if (form == Form::unfused) y = ops::relu(y);
+  }
   y.backward(g);
   return {.y = y.detach(),
           .dx = x.grad(),
@@ -89,7 +98,9 @@ Results run(const Case& c, const Inputs& in, bool fused) {
           .running_var = running_var};
 }
 
-Results run(const Case& c, bool fused, uint64_t seed) { return run(c, draw(c, seed), fused); }
+Results run(const Case& c, bool fused, uint64_t seed) {
+  return run(c, draw(c, seed), fused ? Form::fused : Form::unfused);
+}
 
 std::vector<Case> cases() {
   std::vector<Case> out;
@@ -121,7 +132,7 @@ TEST_P(BatchNormReluModes, IsReluOfBatchNormBitForBit) {
     const Inputs in = draw(c, seed++);
     std::optional<ReferenceMode> reference;
     if (GetParam()) reference.emplace();
-    const Results fused = run(c, in, true), unfused = run(c, in, false);
+    const Results fused = run(c, in, Form::fused), unfused = run(c, in, Form::unfused);
     ASSERT_EQ(fused.y.dtype(), c.dtype);
     ASSERT_TRUE(fused.y.shape() == c.x);
     // Not vacuous: some outputs are cut and some pass.
@@ -143,11 +154,11 @@ TEST(BatchNormRelu, FusedKernelsAgreeWithTheFallback) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name());
     const Inputs in = draw(c, seed++);
-    const Results fast = run(c, in, true);
+    const Results fast = run(c, in, Form::fused);
     Results fallback;
     {
       ReferenceMode reference;
-      fallback = run(c, in, true);
+      fallback = run(c, in, Form::fused);
     }
     const int64_t per_channel = c.x.numel() / c.x[1];
     const test::Tolerance tol = test::tolerance(c.dtype, per_channel);
@@ -175,26 +186,64 @@ TEST(BatchNormRelu, BitsDoNotDependOnTheThreadCount) {
 }
 
 TEST(BatchNormRelu, TheRegistryRunsTheFusedKernelsAndTheUnfusedOnesForReference) {
-  const Tensor x = zeros({2, 3, 4, 4}, DType::bf16), none;
-  Tensor y = empty(x.shape(), DType::bf16), mean = empty({3}), rstd = empty({3}), unused;
-  auto forward = [&] {
+  const Tensor none;
+  Tensor mean = empty({3}), rstd = empty({3}), unused;
+  auto forward = [&](DType dt) {
+    const Tensor x = zeros({2, 3, 4, 4}, dt);
+    Tensor y = empty(x.shape(), dt);
     return std::string(
         kernels::batch_norm_relu_forward.select(x, none, none, unused, unused, {}, y, mean, rstd)
             .name);
   };
-  auto backward = [&] {
-    return std::string(
-        kernels::batch_norm_relu_backward.select(x, y, x, none, mean, rstd, true, y, unused, unused)
-            .name);
+  auto backward = [&](DType dt) {
+    const Tensor x = zeros({2, 3, 4, 4}, dt);
+    Tensor dx = empty(x.shape(), dt);
+    return std::string(kernels::batch_norm_relu_backward
+                           .select(x, x, x, none, mean, rstd, true, dx, unused, unused)
+                           .name);
   };
   {
     ReferenceMode reference;
-    EXPECT_EQ(forward(), "unfused");
-    EXPECT_EQ(backward(), "unfused");
+    EXPECT_EQ(forward(DType::bf16), "unfused");
+    EXPECT_EQ(backward(DType::bf16), "unfused");
   }
   if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 chooses the fallback everywhere";
-  EXPECT_EQ(forward(), "openmp_fused");
-  EXPECT_EQ(backward(), "openmp_fused");
+  EXPECT_EQ(forward(DType::f32), "openmp_fused");
+  EXPECT_EQ(backward(DType::f16), "openmp_fused");
+  if (best_isa() >= Isa::avx512_bf16) {
+    EXPECT_EQ(forward(DType::bf16), "bf16_rows_fused");
+    EXPECT_EQ(backward(DType::bf16), "bf16_rows_fused");
+  }
+  IsaLimit no_bf16(Isa::avx512);
+  EXPECT_EQ(forward(DType::bf16), "openmp_fused");
+  EXPECT_EQ(backward(DType::bf16), "openmp_fused");
+}
+
+// The bf16 rows, widened and rounded in registers on AVX-512 BF16, give the bits of the chunked
+// kernels' fp32 loops (the same kernels with AVX-512 BF16 out of reach), fused and plain, at
+// runs of 1, 35 (a partial vector) and 196 values.
+TEST(BatchNormRelu, Bf16RowsGiveTheChunkedKernelsBits) {
+  if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 runs the fallback on both sides";
+  if (best_isa() < Isa::avx512_bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  uint64_t seed = 300;
+  for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{8, 32, 14, 14}, Shape{5, 4}}) {
+    for (const bool training : {true, false}) {
+      for (const bool affine : {true, false}) {
+        const Case c{shape, DType::bf16, training, affine};
+        SCOPED_TRACE(c.name());
+        const Inputs in = draw(c, seed++);
+        for (const Form form : {Form::fused, Form::batch_norm_only}) {
+          const Results rows = run(c, in, form);
+          Results chunked;
+          {
+            IsaLimit no_bf16(Isa::avx512);
+            chunked = run(c, in, form);
+          }
+          expect_same_results(rows, chunked);
+        }
+      }
+    }
+  }
 }
 
 // The cnn's pattern in a Sequential: the fused op's results; with a hook on the norm, the hook

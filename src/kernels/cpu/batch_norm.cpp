@@ -1,5 +1,7 @@
 // The CPU candidates of kernels/batch_norm.h: chunks of units split over the threads, computed in
-// the dtype's compute type, and the fallback, one thread accumulating in double.
+// the dtype's compute type (for bf16 on AVX-512 BF16, the elementwise passes widen and round in
+// registers), the ReLU-fused forms of the same, and the fallbacks: one thread accumulating in
+// double, and for the fused kernels the unfused ones in turn.
 #include "kernels/batch_norm.h"
 
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/batch_norm_rows.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/row_sums.h"
@@ -98,12 +101,23 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
 }
 
 /// Relu: max(., 0) of each fp32 result before its one rounding, which gives the bits of
-/// rounding first: rounding keeps the sign and maps 0 to 0.
-template <typename T, bool Relu>
+/// rounding first: rounding keeps the sign and maps 0 to 0. Rows: bf16 runs widened and rounded
+/// in registers (kernels/cpu/batch_norm_rows.h), the same operations without the chunk's copy.
+template <typename T, bool Relu, bool Rows>
 void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
                        const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
   using C = Compute<T>;
   const int64_t s = geo.s;
+  if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+    parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const size_t c = size_t(u % geo.c);
+        avx512_bf16::batch_norm_rows_bf16(&x[u * s].bits, &y[u * s].bits, s, st.mean[c], st.rstd[c],
+                                          w.empty() ? 1.0f : w[c], b.empty() ? 0.0f : b[c], Relu);
+      }
+    });
+    return;
+  }
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
     const auto v = chunk_scratch<C>((end - begin) * s);
     widen(x + begin * s, (end - begin) * s, v.get());
@@ -159,7 +173,7 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, const T* relu_
   });
 }
 
-template <typename T>
+template <typename T, bool Rows>
 void grad_input_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
                         const Compute<T>* mean, const Compute<T>* rstd,
                         const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& sums,
@@ -167,6 +181,18 @@ void grad_input_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
   using C = Compute<T>;
   const int64_t s = geo.s;
   const C count = C(geo.per_channel());
+  if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+    parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t c = u % geo.c;
+        avx512_bf16::batch_norm_grad_rows_bf16(
+            &x[u * s].bits, &g[u * s].bits, relu_y != nullptr ? &relu_y[u * s].bits : nullptr,
+            &dx[u * s].bits, s, mean[c], rstd[c], w.empty() ? 1.0f : w[size_t(c)],
+            sums[size_t(2 * c)] / count, sums[size_t(2 * c + 1)] / count, training);
+      }
+    });
+    return;
+  }
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
     const int64_t len = (end - begin) * s;
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
@@ -317,7 +343,7 @@ Geometry geometry_of(const Shape& shape) {
   return geo;
 }
 
-template <bool Fallback, bool Relu = false>
+template <bool Fallback, bool Relu = false, bool Rows = false>
 void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                  Tensor& running_var, BatchNormParams params, Tensor& y, Tensor& mean_out,
                  Tensor& rstd_out) {
@@ -341,14 +367,14 @@ void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tens
     if constexpr (Fallback) {
       normalize_serial<T>(x.data<T>(), geo, st, w, b, y.data<T>());
     } else {
-      normalize_chunked<T, Relu>(x.data<T>(), geo, st, w, b, y.data<T>());
+      normalize_chunked<T, Relu, Rows>(x.data<T>(), geo, st, w, b, y.data<T>());
     }
     save_stats<Acc, C>(st, mean_out, rstd_out);
   });
 }
 
-/// relu_y: defined for batch_norm_relu's backward (the fast candidate only).
-template <bool Fallback>
+/// relu_y: defined for batch_norm_relu's backward (the fast candidates only).
+template <bool Fallback, bool Rows = false>
 void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& relu_y, const Tensor& weight,
                   const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
                   Tensor& dweight, Tensor& dbias) {
@@ -372,8 +398,8 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& relu_y, const 
       const T* yd = relu_y.defined() ? relu_y.data<T>() : nullptr;
       if (need_sums) sums = grad_sums_chunked<T>(xd, gd, yd, geo, md, rd);
       if (dx.defined()) {
-        grad_input_chunked<T>(xd, gd, yd, geo, md, rd, values_as<C>(weight), sums, training,
-                              dx.data<T>());
+        grad_input_chunked<T, Rows>(xd, gd, yd, geo, md, rd, values_as<C>(weight), sums, training,
+                                    dx.data<T>());
       }
     }
     if (dweight.defined()) store_channels(sums, 2, 1, dweight);
@@ -381,16 +407,32 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& relu_y, const 
   });
 }
 
-template <bool Fallback>
+template <bool Fallback, bool Rows = false>
 void plain_backward(const Tensor& x, const Tensor& g, const Tensor& weight, const Tensor& mean,
                     const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight, Tensor& dbias) {
-  backward_cpu<Fallback>(x, g, Tensor(), weight, mean, rstd, training, dx, dweight, dbias);
+  backward_cpu<Fallback, Rows>(x, g, Tensor(), weight, mean, rstd, training, dx, dweight, dbias);
 }
 
+template <bool Rows>
 void fused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, const Tensor& weight,
                          const Tensor& mean, const Tensor& rstd, bool training, Tensor& dx,
                          Tensor& dweight, Tensor& dbias) {
-  backward_cpu<false>(x, g, y, weight, mean, rstd, training, dx, dweight, dbias);
+  backward_cpu<false, Rows>(x, g, y, weight, mean, rstd, training, dx, dweight, dbias);
+}
+
+// Whether the bf16 rows candidates apply: to bf16 inputs.
+bool is_bf16(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+             const BatchNormParams&, const Tensor&, const Tensor&, const Tensor&) {
+  return x.dtype() == DType::bf16;
+}
+bool is_bf16_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                      const bool&, const Tensor&, const Tensor&, const Tensor&) {
+  return x.dtype() == DType::bf16;
+}
+bool is_bf16_relu_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, const bool&, const Tensor&, const Tensor&,
+                           const Tensor&) {
+  return x.dtype() == DType::bf16;
 }
 
 // The unfused ops' kernels in turn: batch_norm_forward, then ReLU (max(y, 0) in y's dtype, as
@@ -427,20 +469,36 @@ void unfused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, co
 }  // namespace
 
 Kernel<BatchNormFn> batch_norm_forward(
-    "batch_norm_forward", {{.name = "openmp", .fn = forward_cpu<false>},
+    "batch_norm_forward", {{.name = "bf16_rows",
+                            .isa = Isa::avx512_bf16,
+                            .applies = is_bf16,
+                            .fn = forward_cpu<false, false, true>},
+                           {.name = "openmp", .fn = forward_cpu<false>},
                            {.name = "scalar", .fn = forward_cpu<true>, .fallback = true}});
 
 Kernel<BatchNormBackwardFn> batch_norm_backward(
-    "batch_norm_backward", {{.name = "openmp", .fn = plain_backward<false>},
+    "batch_norm_backward", {{.name = "bf16_rows",
+                             .isa = Isa::avx512_bf16,
+                             .applies = is_bf16_backward,
+                             .fn = plain_backward<false, true>},
+                            {.name = "openmp", .fn = plain_backward<false>},
                             {.name = "scalar", .fn = plain_backward<true>, .fallback = true}});
 
 Kernel<BatchNormFn> batch_norm_relu_forward(
-    "batch_norm_relu_forward", {{.name = "openmp_fused", .fn = forward_cpu<false, true>},
+    "batch_norm_relu_forward", {{.name = "bf16_rows_fused",
+                                 .isa = Isa::avx512_bf16,
+                                 .applies = is_bf16,
+                                 .fn = forward_cpu<false, true, true>},
+                                {.name = "openmp_fused", .fn = forward_cpu<false, true>},
                                 {.name = "unfused", .fn = unfused_relu_forward, .fallback = true}});
 
 Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward(
     "batch_norm_relu_backward",
-    {{.name = "openmp_fused", .fn = fused_relu_backward},
+    {{.name = "bf16_rows_fused",
+      .isa = Isa::avx512_bf16,
+      .applies = is_bf16_relu_backward,
+      .fn = fused_relu_backward<true>},
+     {.name = "openmp_fused", .fn = fused_relu_backward<false>},
      {.name = "unfused", .fn = unfused_relu_backward, .fallback = true}});
 
 }  // namespace mixp::kernels

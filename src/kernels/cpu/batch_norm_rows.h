@@ -1,0 +1,23 @@
+// Batch norm's elementwise passes over one run of bf16 values of a channel, widened and rounded
+// in registers on AVX-512 BF16 (kernels/cpu/batch_norm_avx512_bf16.cpp), for the chunked
+// kernels of kernels/cpu/batch_norm.cpp: the same operations in the same order as their fp32
+// loops over a widened copy, so the same bits, without the copy. Private to mixp.
+#pragma once
+
+#include <cstdint>
+
+namespace mixp::kernels::avx512_bf16 {
+
+/// y[i] = bf16(v), v = ((x[i] - mean) * rstd) * scale + shift, or max(v, 0) with relu (a NaN
+/// and -0 give +0, as the fp32 loop's v > 0 ? v : 0).
+void batch_norm_rows_bf16(const uint16_t* x, uint16_t* y, int64_t n, float mean, float rstd,
+                          float scale, float shift, bool relu);
+
+/// dx[i] = bf16((scale * rstd) * ((g' - mean_g) - ((x[i] - mean) * rstd) * mean_gx)) in
+/// training, bf16((scale * rstd) * g') in evaluation, with g' = g[i], or with relu_y (not null)
+/// g[i] where relu_y[i]'s bits are not zero and 0 elsewhere.
+void batch_norm_grad_rows_bf16(const uint16_t* x, const uint16_t* g, const uint16_t* relu_y,
+                               uint16_t* dx, int64_t n, float mean, float rstd, float scale,
+                               float mean_g, float mean_gx, bool training);
+
+}  // namespace mixp::kernels::avx512_bf16
