@@ -69,11 +69,18 @@ struct Stats {
 
 // ---- fast: fp32 compute (f64 for f64), chunks of units in parallel ----
 
-template <typename T>
+/// Rows: bf16 runs summed from registers (kernels/cpu/batch_norm_rows.h), the same bits.
+template <typename T, bool Rows>
 Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   using C = Compute<T>;
+  constexpr bool kRows = Rows && std::is_same_v<T, bfloat16>;
   const int64_t s = geo.s;
   const std::vector<C> sums = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
+    if constexpr (kRows) {
+      for (int64_t u = begin; u < end; ++u)
+        p[u % geo.c] += avx512_bf16::batch_norm_sum_bf16(&x[u * s].bits, s);
+      return;
+    }
     const auto v = chunk_scratch<C>((end - begin) * s);
     widen(x + begin * s, (end - begin) * s, v.get());
     for (int64_t u = begin; u < end; ++u) p[u % geo.c] += row_sum(v.get() + (u - begin) * s, s);
@@ -82,6 +89,13 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   st.mean.resize(sums.size());
   for (size_t c = 0; c < sums.size(); ++c) st.mean[c] = sums[c] / C(geo.per_channel());
   const std::vector<C> squares = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
+    if constexpr (kRows) {
+      for (int64_t u = begin; u < end; ++u) {
+        p[u % geo.c] += avx512_bf16::batch_norm_centered_squares_bf16(&x[u * s].bits, s,
+                                                                      st.mean[size_t(u % geo.c)]);
+      }
+      return;
+    }
     const auto v = chunk_scratch<C>((end - begin) * s);
     widen(x + begin * s, (end - begin) * s, v.get());
     for (int64_t u = begin; u < end; ++u) {
@@ -150,12 +164,24 @@ void relu_mask(const T* y, int64_t len, Compute<T>* g) {
 
 /// sum(g) and sum(g xhat) per channel, as [c][2]. relu_y: the output of a batch_norm_relu
 /// forward, whose ReLU's backward g passes first; null for a plain batch_norm.
-template <typename T>
+template <typename T, bool Rows>
 std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
                                           const Compute<T>* mean, const Compute<T>* rstd) {
   using C = Compute<T>;
   const int64_t s = geo.s;
   return channel_sums<C>(geo, 2, [&](int64_t begin, int64_t end, C* p) {
+    if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t c = u % geo.c;
+        C sum_g = 0, sum_gx = 0;
+        avx512_bf16::batch_norm_grad_sums_bf16(&x[u * s].bits, &g[u * s].bits,
+                                               relu_y != nullptr ? &relu_y[u * s].bits : nullptr, s,
+                                               mean[c], rstd[c], sum_g, sum_gx);
+        p[2 * c] += sum_g;
+        p[2 * c + 1] += sum_gx;
+      }
+      return;
+    }
     const int64_t len = (end - begin) * s;
     const auto xv = chunk_scratch<C>(len), gv = chunk_scratch<C>(len);
     widen(x + begin * s, len, xv.get());
@@ -359,7 +385,7 @@ void forward_cpu(const Tensor& x, const Tensor& weight, const Tensor& bias, Tens
       if constexpr (Fallback) {
         st = batch_stats_serial<T>(x.data<T>(), geo, params.eps);
       } else {
-        st = batch_stats_chunked<T>(x.data<T>(), geo, params.eps);
+        st = batch_stats_chunked<T, Rows>(x.data<T>(), geo, params.eps);
       }
       update_running_stats(st, geo, params.momentum, running_mean, running_var);
     }
@@ -396,7 +422,7 @@ void backward_cpu(const Tensor& x, const Tensor& g, const Tensor& relu_y, const 
       }
     } else {
       const T* yd = relu_y.defined() ? relu_y.data<T>() : nullptr;
-      if (need_sums) sums = grad_sums_chunked<T>(xd, gd, yd, geo, md, rd);
+      if (need_sums) sums = grad_sums_chunked<T, Rows>(xd, gd, yd, geo, md, rd);
       if (dx.defined()) {
         grad_input_chunked<T, Rows>(xd, gd, yd, geo, md, rd, values_as<C>(weight), sums, training,
                                     dx.data<T>());

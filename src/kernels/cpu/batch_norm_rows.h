@@ -8,6 +8,14 @@
 
 namespace mixp::kernels::avx512_bf16 {
 
+/// sum_f32 (kernels/vmath.h) of the run widened: the same lanes, order and fold.
+float batch_norm_sum_bf16(const uint16_t* x, int64_t n);
+/// dot_f32(d, d) of d[i] = x[i] - mean, x widened.
+float batch_norm_centered_squares_bf16(const uint16_t* x, int64_t n, float mean);
+/// sum_f32(g') and dot_f32(g', xhat) with xhat[i] = (x[i] - mean) * rstd and g' as below.
+void batch_norm_grad_sums_bf16(const uint16_t* x, const uint16_t* g, const uint16_t* relu_y,
+                               int64_t n, float mean, float rstd, float& sum_g, float& sum_gx);
+
 /// y[i] = bf16(v), v = ((x[i] - mean) * rstd) * scale + shift, or max(v, 0) with relu (a NaN
 /// and -0 give +0, as the fp32 loop's v > 0 ? v : 0).
 void batch_norm_rows_bf16(const uint16_t* x, uint16_t* y, int64_t n, float mean, float rstd,
