@@ -3,8 +3,8 @@
 // evaluation, with and without the affine parameters, on the fast kernels and on the
 // reference ones; its fused kernels agree with their fallback (the unfused kernels, double
 // accumulation in reference mode) within the tests' tolerance and do not depend on the thread
-// count; the bf16 rows on AVX-512 BF16 give the chunked kernels' bits; nn::Sequential runs a
-// BatchNorm2d and a ReLU through it unless a hook watches the norm.
+// count; the bf16 and f16 rows on AVX-512 BF16 give the chunked kernels' bits; nn::Sequential runs
+// a BatchNorm2d and a ReLU through it unless a hook watches the norm.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -209,27 +209,31 @@ TEST(BatchNormRelu, TheRegistryRunsTheFusedKernelsAndTheUnfusedOnesForReference)
   }
   if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 chooses the fallback everywhere";
   EXPECT_EQ(forward(DType::f32), "openmp_fused");
-  EXPECT_EQ(backward(DType::f16), "openmp_fused");
+  EXPECT_EQ(backward(DType::f64), "openmp_fused");
   if (best_isa() >= Isa::avx512_bf16) {
-    EXPECT_EQ(forward(DType::bf16), "bf16_rows_fused");
-    EXPECT_EQ(backward(DType::bf16), "bf16_rows_fused");
+    for (const DType dt : {DType::bf16, DType::f16}) {
+      EXPECT_EQ(forward(dt), "half_rows_fused");
+      EXPECT_EQ(backward(dt), "half_rows_fused");
+    }
   }
   IsaLimit no_bf16(Isa::avx512);
   EXPECT_EQ(forward(DType::bf16), "openmp_fused");
-  EXPECT_EQ(backward(DType::bf16), "openmp_fused");
+  EXPECT_EQ(backward(DType::f16), "openmp_fused");
 }
 
-// The bf16 rows, widened and rounded in registers on AVX-512 BF16, give the bits of the chunked
-// kernels' fp32 loops (the same kernels with AVX-512 BF16 out of reach), fused and plain, at
-// runs of 1, 35 (a partial vector) and 196 values.
-TEST(BatchNormRelu, Bf16RowsGiveTheChunkedKernelsBits) {
+// The bf16 and f16 rows, widened and rounded in registers on AVX-512 BF16, give the bits of the
+// chunked kernels' fp32 loops (the same kernels with AVX-512 BF16 out of reach), fused and
+// plain, at runs of 1, 35 (a partial vector) and 196 values.
+TEST(BatchNormRelu, HalfRowsGiveTheChunkedKernelsBits) {
   if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 runs the fallback on both sides";
   if (best_isa() < Isa::avx512_bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   uint64_t seed = 300;
   for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{8, 32, 14, 14}, Shape{5, 4}}) {
     for (const bool training : {true, false}) {
-      for (const bool affine : {true, false}) {
-        const Case c{shape, DType::bf16, training, affine};
+      for (const auto& [affine, dtype] :
+           {std::pair{true, DType::bf16}, std::pair{false, DType::bf16},
+            std::pair{true, DType::f16}, std::pair{false, DType::f16}}) {
+        const Case c{shape, dtype, training, affine};
         SCOPED_TRACE(c.name());
         const Inputs in = draw(c, seed++);
         for (const Form form : {Form::fused, Form::batch_norm_only}) {

@@ -1,5 +1,5 @@
 // The CPU candidates of kernels/batch_norm.h: chunks of units split over the threads, computed in
-// the dtype's compute type (for bf16 on AVX-512 BF16, the elementwise passes widen and round in
+// the dtype's compute type (for bf16 and f16 on AVX-512 BF16, every pass widens and rounds in
 // registers), the ReLU-fused forms of the same, and the fallbacks: one thread accumulating in
 // double, and for the fused kernels the unfused ones in turn.
 #include "kernels/batch_norm.h"
@@ -23,6 +23,14 @@ template <typename Acc>
 void store_channels(const std::vector<Acc>& values, int64_t stride, int64_t offset, Tensor& t) {
   for (int64_t c = 0; c < t.numel(); ++c)
     store_element(t.raw_data(), t.dtype(), c, double(values[size_t(c * stride + offset)]));
+}
+
+/// The 16-bit formats whose runs the rows candidates read in registers.
+template <typename T>
+constexpr bool kHalf = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+template <typename T>
+constexpr avx512_bf16::Half half_of() {
+  return std::is_same_v<T, bfloat16> ? avx512_bf16::Half::bf16 : avx512_bf16::Half::f16;
 }
 
 /// x viewed as [n, c, s]: "units" are the n * c contiguous runs of s values, unit u belongs to
@@ -69,16 +77,16 @@ struct Stats {
 
 // ---- fast: fp32 compute (f64 for f64), chunks of units in parallel ----
 
-/// Rows: bf16 runs summed from registers (kernels/cpu/batch_norm_rows.h), the same bits.
+/// Rows: bf16 and f16 runs summed from registers (kernels/cpu/batch_norm_rows.h), the same bits.
 template <typename T, bool Rows>
 Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   using C = Compute<T>;
-  constexpr bool kRows = Rows && std::is_same_v<T, bfloat16>;
+  constexpr bool kRows = Rows && kHalf<T>;
   const int64_t s = geo.s;
   const std::vector<C> sums = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
     if constexpr (kRows) {
       for (int64_t u = begin; u < end; ++u)
-        p[u % geo.c] += avx512_bf16::batch_norm_sum_bf16(&x[u * s].bits, s);
+        p[u % geo.c] += avx512_bf16::batch_norm_sum(half_of<T>(), &x[u * s].bits, s);
       return;
     }
     const auto v = chunk_scratch<C>((end - begin) * s);
@@ -91,8 +99,8 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
   const std::vector<C> squares = channel_sums<C>(geo, 1, [&](int64_t begin, int64_t end, C* p) {
     if constexpr (kRows) {
       for (int64_t u = begin; u < end; ++u) {
-        p[u % geo.c] += avx512_bf16::batch_norm_centered_squares_bf16(&x[u * s].bits, s,
-                                                                      st.mean[size_t(u % geo.c)]);
+        p[u % geo.c] += avx512_bf16::batch_norm_centered_squares(half_of<T>(), &x[u * s].bits, s,
+                                                                 st.mean[size_t(u % geo.c)]);
       }
       return;
     }
@@ -115,19 +123,21 @@ Stats<Compute<T>> batch_stats_chunked(const T* x, Geometry geo, double eps) {
 }
 
 /// Relu: max(., 0) of each fp32 result before its one rounding, which gives the bits of
-/// rounding first: rounding keeps the sign and maps 0 to 0. Rows: bf16 runs widened and rounded
-/// in registers (kernels/cpu/batch_norm_rows.h), the same operations without the chunk's copy.
+/// rounding first: rounding keeps the sign and maps 0 to 0. Rows: bf16 and f16 runs widened and
+/// rounded in registers (kernels/cpu/batch_norm_rows.h), the same operations without the chunk's
+/// copy.
 template <typename T, bool Relu, bool Rows>
 void normalize_chunked(const T* x, Geometry geo, const Stats<Compute<T>>& st,
                        const std::vector<Compute<T>>& w, const std::vector<Compute<T>>& b, T* y) {
   using C = Compute<T>;
   const int64_t s = geo.s;
-  if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+  if constexpr (Rows && kHalf<T>) {
     parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const size_t c = size_t(u % geo.c);
-        avx512_bf16::batch_norm_rows_bf16(&x[u * s].bits, &y[u * s].bits, s, st.mean[c], st.rstd[c],
-                                          w.empty() ? 1.0f : w[c], b.empty() ? 0.0f : b[c], Relu);
+        avx512_bf16::batch_norm_rows(half_of<T>(), &x[u * s].bits, &y[u * s].bits, s, st.mean[c],
+                                     st.rstd[c], w.empty() ? 1.0f : w[c], b.empty() ? 0.0f : b[c],
+                                     Relu);
       }
     });
     return;
@@ -170,13 +180,13 @@ std::vector<Compute<T>> grad_sums_chunked(const T* x, const T* g, const T* relu_
   using C = Compute<T>;
   const int64_t s = geo.s;
   return channel_sums<C>(geo, 2, [&](int64_t begin, int64_t end, C* p) {
-    if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+    if constexpr (Rows && kHalf<T>) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t c = u % geo.c;
         C sum_g = 0, sum_gx = 0;
-        avx512_bf16::batch_norm_grad_sums_bf16(&x[u * s].bits, &g[u * s].bits,
-                                               relu_y != nullptr ? &relu_y[u * s].bits : nullptr, s,
-                                               mean[c], rstd[c], sum_g, sum_gx);
+        avx512_bf16::batch_norm_grad_sums(half_of<T>(), &x[u * s].bits, &g[u * s].bits,
+                                          relu_y != nullptr ? &relu_y[u * s].bits : nullptr, s,
+                                          mean[c], rstd[c], sum_g, sum_gx);
         p[2 * c] += sum_g;
         p[2 * c + 1] += sum_gx;
       }
@@ -207,14 +217,15 @@ void grad_input_chunked(const T* x, const T* g, const T* relu_y, Geometry geo,
   using C = Compute<T>;
   const int64_t s = geo.s;
   const C count = C(geo.per_channel());
-  if constexpr (Rows && std::is_same_v<T, bfloat16>) {
+  if constexpr (Rows && kHalf<T>) {
     parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t c = u % geo.c;
-        avx512_bf16::batch_norm_grad_rows_bf16(
-            &x[u * s].bits, &g[u * s].bits, relu_y != nullptr ? &relu_y[u * s].bits : nullptr,
-            &dx[u * s].bits, s, mean[c], rstd[c], w.empty() ? 1.0f : w[size_t(c)],
-            sums[size_t(2 * c)] / count, sums[size_t(2 * c + 1)] / count, training);
+        avx512_bf16::batch_norm_grad_rows(
+            half_of<T>(), &x[u * s].bits, &g[u * s].bits,
+            relu_y != nullptr ? &relu_y[u * s].bits : nullptr, &dx[u * s].bits, s, mean[c], rstd[c],
+            w.empty() ? 1.0f : w[size_t(c)], sums[size_t(2 * c)] / count,
+            sums[size_t(2 * c + 1)] / count, training);
       }
     });
     return;
@@ -446,19 +457,19 @@ void fused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, cons
   backward_cpu<false, Rows>(x, g, y, weight, mean, rstd, training, dx, dweight, dbias);
 }
 
-// Whether the bf16 rows candidates apply: to bf16 inputs.
-bool is_bf16(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+// Whether the rows candidates apply: to bf16 and f16 inputs.
+bool is_half(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
              const BatchNormParams&, const Tensor&, const Tensor&, const Tensor&) {
-  return x.dtype() == DType::bf16;
+  return x.dtype() == DType::bf16 || x.dtype() == DType::f16;
 }
-bool is_bf16_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+bool is_half_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                       const bool&, const Tensor&, const Tensor&, const Tensor&) {
-  return x.dtype() == DType::bf16;
+  return x.dtype() == DType::bf16 || x.dtype() == DType::f16;
 }
-bool is_bf16_relu_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+bool is_half_relu_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
                            const Tensor&, const Tensor&, const bool&, const Tensor&, const Tensor&,
                            const Tensor&) {
-  return x.dtype() == DType::bf16;
+  return x.dtype() == DType::bf16 || x.dtype() == DType::f16;
 }
 
 // The unfused ops' kernels in turn: batch_norm_forward, then ReLU (max(y, 0) in y's dtype, as
@@ -495,34 +506,34 @@ void unfused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, co
 }  // namespace
 
 Kernel<BatchNormFn> batch_norm_forward(
-    "batch_norm_forward", {{.name = "bf16_rows",
+    "batch_norm_forward", {{.name = "half_rows",
                             .isa = Isa::avx512_bf16,
-                            .applies = is_bf16,
+                            .applies = is_half,
                             .fn = forward_cpu<false, false, true>},
                            {.name = "openmp", .fn = forward_cpu<false>},
                            {.name = "scalar", .fn = forward_cpu<true>, .fallback = true}});
 
 Kernel<BatchNormBackwardFn> batch_norm_backward(
-    "batch_norm_backward", {{.name = "bf16_rows",
+    "batch_norm_backward", {{.name = "half_rows",
                              .isa = Isa::avx512_bf16,
-                             .applies = is_bf16_backward,
+                             .applies = is_half_backward,
                              .fn = plain_backward<false, true>},
                             {.name = "openmp", .fn = plain_backward<false>},
                             {.name = "scalar", .fn = plain_backward<true>, .fallback = true}});
 
 Kernel<BatchNormFn> batch_norm_relu_forward(
-    "batch_norm_relu_forward", {{.name = "bf16_rows_fused",
+    "batch_norm_relu_forward", {{.name = "half_rows_fused",
                                  .isa = Isa::avx512_bf16,
-                                 .applies = is_bf16,
+                                 .applies = is_half,
                                  .fn = forward_cpu<false, true, true>},
                                 {.name = "openmp_fused", .fn = forward_cpu<false, true>},
                                 {.name = "unfused", .fn = unfused_relu_forward, .fallback = true}});
 
 Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward(
     "batch_norm_relu_backward",
-    {{.name = "bf16_rows_fused",
+    {{.name = "half_rows_fused",
       .isa = Isa::avx512_bf16,
-      .applies = is_bf16_relu_backward,
+      .applies = is_half_relu_backward,
       .fn = fused_relu_backward<true>},
      {.name = "openmp_fused", .fn = fused_relu_backward<false>},
      {.name = "unfused", .fn = unfused_relu_backward, .fallback = true}});
