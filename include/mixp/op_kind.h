@@ -69,6 +69,8 @@ enum class OpKind : uint16_t {
   // layout, fused
   split_heads,
   multi_head_attention,
+  // normalization, fused
+  batch_norm_relu,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 // clang-format on

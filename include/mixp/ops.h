@@ -135,6 +135,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 ///          Tensor y = ops::batch_norm(x, gamma, beta, rm, rv, /*training=*/true);
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
                   Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+/// relu(batch_norm(...)) with the same arguments, results and gradients, bit for bit, in fewer
+/// passes over the data: the ReLU is applied to the normalized values before their rounding,
+/// and its backward inside batch_norm's. The pair nn::Sequential fuses (BatchNorm2d, ReLU).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor& running_mean, Tensor& running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 
 // ---- layout (copies; reshape and slice are views, on Tensor) ----
 Tensor transpose(const Tensor& x, int dim0, int dim1);

@@ -39,4 +39,19 @@ using BatchNormBackwardFn = void(const Tensor& x, const Tensor& g, const Tensor&
                                  Tensor& dweight, Tensor& dbias);
 extern Kernel<BatchNormBackwardFn> batch_norm_backward;
 
+/// y = max(batch_norm(x), 0): batch_norm_forward's statistics, running update and saved
+/// mean_out and rstd_out, and y the bits of ops::relu over its output (each fp32 value clamped
+/// at 0 before its one rounding, which rounds the same: rounding keeps the sign and maps 0 to 0;
+/// a NaN becomes 0, as ops::relu makes it). One pass over x fewer than the two ops, and no
+/// batch_norm output kept for ReLU's backward. Fallback: the two unfused kernels in turn.
+extern Kernel<BatchNormFn> batch_norm_relu_forward;
+
+/// The backward of y = max(batch_norm(x), 0): ReLU's (g where y > 0, else 0; exact) then
+/// batch_norm_backward's, with its sums and rounding. y is batch_norm_relu_forward's output.
+/// Fallback: the masked gradient materialized, then batch_norm_backward.
+using BatchNormReluBackwardFn = void(const Tensor& x, const Tensor& y, const Tensor& g,
+                                     const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                     bool training, Tensor& dx, Tensor& dweight, Tensor& dbias);
+extern Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward;
+
 }  // namespace mixp::kernels

@@ -1,6 +1,7 @@
 // 2-d convolution with fp32 accumulation, in the three passes training needs. Private to mixp.
 //   fast: oneDNN convolution for f32 and bf16 inputs (bf16 only where the CPU has AVX-512
-//         BF16, kernels::gemm_fast_has_bf16(); the caller widens otherwise), f32 output.
+//         BF16, kernels::gemm_fast_has_bf16(); the caller widens otherwise), f32 output (the
+//         forward of bf16 inputs also bf16, with the bias added before the rounding).
 //   reference: plain loops accumulating in double; f64 output for f64 inputs, else f32.
 // Layouts are PyTorch's, contiguous: x [n, c, h, w], weight [o, c / groups, kh, kw],
 // y [n, o, oh, ow].
@@ -22,6 +23,11 @@ struct ConvShape {
 
 /// y = conv(x, weight). in: f32 or bf16.
 void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight, float* y);
+/// y = conv(x, weight) + bias: bias (f32 [o], or null) added to the fp32 accumulation and the sum
+/// rounded once to out, f32 or (for bf16 inputs) bf16, so that a bf16 result needs no fp32
+/// buffer.
+void conv2d_forward_fast_to(const ConvShape& s, DType in, const void* x, const void* weight,
+                            const float* bias, DType out, void* y);
 /// dx = the gradient of conv with respect to x, from dy and weight.
 void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, const void* weight,
                                float* dx);

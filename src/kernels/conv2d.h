@@ -19,6 +19,16 @@ extern Kernel<Conv2dPassFn> conv2d_backward_data;
 /// dweight [o, c / groups, kh, kw] from (x, dy).
 extern Kernel<Conv2dPassFn> conv2d_backward_weights;
 
+/// y [n, o, oh, ow] = conv(x, weight) + bias, rounded once to y's dtype: the forward pass of
+/// conv2d_forward (in fp32; in double for f64 and in its fallback) then the bias (any floating
+/// dtype, or undefined) added in the accumulation dtype as conv2d_add_bias adds it. y is f32
+/// (f64 for f64 inputs) or x's dtype. Where the CPU multiplies bf16 natively, a bf16 y is
+/// written by the convolution itself, the bias added to its fp32 accumulation, without an fp32
+/// buffer; elsewhere through one, narrowed once.
+using Conv2dBiasedForwardFn = void(const ConvShape& s, const Tensor& x, const Tensor& weight,
+                                   const Tensor& bias, Tensor& y);
+extern Kernel<Conv2dBiasedForwardFn> conv2d_biased_forward;
+
 /// y[:, k] += bias[k] for y [n, o, oh, ow] in f32 or f64; bias [o] of any floating dtype,
 /// widened to y's dtype first; one addition per element, so the bits do not depend on the
 /// candidate.

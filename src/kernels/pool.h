@@ -66,7 +66,7 @@ void max_pool2d_backward_fast(const Pool2dShape& p, DType dt, const void* dy, co
                               void* dx);
 
 namespace avx512 {
-/// True when max_pool2d_pairs takes p and dt: f32 or bf16, every window two columns wide at
+/// True when max_pool2d_pairs takes p and dt: f32, bf16 or f16, every window two columns wide at
 /// columns 2j and 2j + 1 (2 x 2 pooling with stride 2 and no column padding; any rows).
 bool max_pool2d_pairs_apply(const Pool2dShape& p, DType dt);
 /// max_pool2d_forward_fast's results, bit for bit, 16 windows at a time.

@@ -36,17 +36,25 @@ void BatchNorm2d::reset() {
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::run(const Tensor& x, bool relu) {
   MIXP_CHECK(x.defined() && (x.ndim() == 4 || x.ndim() == 2) && x.size(1) == options_.num_features,
              "BatchNorm2d: expected an input [N, ", options_.num_features, ", H, W], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
   const bool batch_stats = is_training() || !options_.track_running_stats;
-  Tensor y = ops::batch_norm(x, *weight_, *bias_, *running_mean_, *running_var_, batch_stats,
-                             options_.momentum, options_.eps);
+  const auto op = relu ? ops::batch_norm_relu : ops::batch_norm;
+  Tensor y = op(x, *weight_, *bias_, *running_mean_, *running_var_, batch_stats, options_.momentum,
+                options_.eps);
   if (is_training() && options_.track_running_stats) {
     num_batches_tracked_->data<int64_t>()[0] += 1;
   }
-  return run_forward_hooks(y);
+  return y;
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) { return run_forward_hooks(run(x, false)); }
+
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+  if (has_hooks()) return ops::relu(forward(x));
+  return run(x, true);
 }
 
 std::string BatchNorm2d::extra_repr() const {

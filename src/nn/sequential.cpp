@@ -1,6 +1,8 @@
 #include "mixp/nn/sequential.h"
 
 #include "mixp/error.h"
+#include "mixp/nn/activation.h"
+#include "mixp/nn/batch_norm.h"
 
 namespace mixp::nn {
 
@@ -10,9 +12,20 @@ void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
   layers_.push_back(std::move(module));
 }
 
+// A BatchNorm2d followed by a ReLU runs as one op (ops::batch_norm_relu: the same results in
+// fewer passes over the data).
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& layer : layers_) y = layer->forward(y);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto* norm = dynamic_cast<BatchNorm2d*>(layers_[i].get());
+    if (norm != nullptr && i + 1 < layers_.size() && !layers_[i + 1]->has_hooks() &&
+        dynamic_cast<ReLU*>(layers_[i + 1].get()) != nullptr) {
+      y = norm->forward_relu(y);
+      ++i;
+    } else {
+      y = layers_[i]->forward(y);
+    }
+  }
   return y;
 }
 

@@ -14,6 +14,8 @@
 //   dweight = sum(g xhat), dbias = sum(g), accumulated in fp32 (f64 for f64) and returned in
 //   the weight's and the bias's dtype.
 // Saved: x in its dtype, and the per-channel mean and rstd used, in fp32 (f64 for f64).
+// batch_norm_relu: relu(batch_norm(x)) by kernels that fuse the two (kernels/batch_norm.h), with
+// the same bits; it saves its output as well, whose sign is ReLU's backward mask.
 #include <cmath>
 
 #include "kernels/batch_norm.h"
@@ -31,17 +33,25 @@ int64_t values_per_channel(const Shape& shape) {
 
 struct BatchNormBackward : autograd::Node {
   autograd::SavedTensor x, weight, mean, rstd;
+  autograd::SavedTensor relu_y;  // batch_norm_relu: its output; undefined for batch_norm
   DType weight_dtype = DType::f32, bias_dtype = DType::f32;
   bool has_bias = false, training = true;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get();
+    const Tensor yv = relu_y.get();
     const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
     const bool want_dx = next[0].node != nullptr;
     const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
     Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
-    Tensor dw = want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
-    Tensor db = want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
-    kernels::batch_norm_backward(xv, g, wv, mv, rv, training, dx, dw, db);
+    Tensor dw =
+        want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    Tensor db =
+        want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    if (yv.defined()) {
+      kernels::batch_norm_relu_backward(xv, yv, g, wv, mv, rv, training, dx, dw, db);
+    } else {
+      kernels::batch_norm_backward(xv, g, wv, mv, rv, training, dx, dw, db);
+    }
     return {dx, dw, db};
   }
   void release() override {
@@ -49,68 +59,75 @@ struct BatchNormBackward : autograd::Node {
     weight.reset();
     mean.reset();
     rstd.reset();
+    relu_y.reset();
   }
 };
 
-void check_channels(const Tensor& x, const Tensor& t, const char* what) {
+void check_channels(const char* op, const Tensor& x, const Tensor& t, const char* what) {
   if (!t.defined()) return;
-  MIXP_CHECK(t.ndim() == 1 && t.size(0) == x.size(1), "batch_norm: the ", what, " must be [",
-             x.size(1), "] for input ", x.shape().to_string(), " (channels in dimension 1), got ",
+  MIXP_CHECK(t.ndim() == 1 && t.size(0) == x.size(1), op, ": the ", what, " must be [", x.size(1),
+             "] for input ", x.shape().to_string(), " (channels in dimension 1), got ",
              t.shape().to_string());
 }
 
-void check_running(const Tensor& x, const Tensor& t, const char* what) {
+void check_running(const char* op, const Tensor& x, const Tensor& t, const char* what) {
   if (!t.defined()) return;
-  check_channels(x, t, what);
-  MIXP_CHECK(t.dtype() == DType::f32, "batch_norm: the ", what, " must be f32, got ",
-             name_of(t.dtype()), " ", t.shape().to_string(),
-             " (running stats stay fp32 whatever the input's dtype)");
+  check_channels(op, x, t, what);
+  MIXP_CHECK(t.dtype() == DType::f32, op, ": the ", what, " must be f32, got ", name_of(t.dtype()),
+             " ", t.shape().to_string(), " (running stats stay fp32 whatever the input's dtype)");
 }
 
-}  // namespace
-
-Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-                  Tensor& running_mean, Tensor& running_var, bool training, double momentum,
-                  double eps) {
-  const auto cast = amp::autocast_inputs(OpKind::batch_norm, {&x_in, &weight_in, &bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  detail::check_floating("batch_norm", x);
-  MIXP_CHECK(x.ndim() >= 2, "batch_norm: the input must be [N, C, ...], got ",
-             x.shape().to_string());
-  MIXP_CHECK(std::isfinite(eps) && eps >= 0,
-             "batch_norm: eps must be finite and non-negative, got ", eps);
-  MIXP_CHECK(momentum >= 0 && momentum <= 1, "batch_norm: momentum must be in [0, 1], got ",
-             momentum);
-  if (weight.defined()) detail::check_floating("batch_norm", weight, "weight");
-  if (bias.defined()) detail::check_floating("batch_norm", bias, "bias");
-  check_channels(x, weight, "weight");
-  check_channels(x, bias, "bias");
-  check_running(x, running_mean, "running_mean");
-  check_running(x, running_var, "running_var");
-  MIXP_CHECK(
-      running_mean.defined() == running_var.defined(),
-      "batch_norm: running_mean and running_var must both be given or both be undefined (input ",
-      x.shape().to_string(), ")");
+void check_arguments(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     const Tensor& running_mean, const Tensor& running_var, bool training,
+                     double momentum, double eps) {
+  detail::check_floating(op, x);
+  MIXP_CHECK(x.ndim() >= 2, op, ": the input must be [N, C, ...], got ", x.shape().to_string());
+  MIXP_CHECK(std::isfinite(eps) && eps >= 0, op, ": eps must be finite and non-negative, got ",
+             eps);
+  MIXP_CHECK(momentum >= 0 && momentum <= 1, op, ": momentum must be in [0, 1], got ", momentum);
+  if (weight.defined()) detail::check_floating(op, weight, "weight");
+  if (bias.defined()) detail::check_floating(op, bias, "bias");
+  check_channels(op, x, weight, "weight");
+  check_channels(op, x, bias, "bias");
+  check_running(op, x, running_mean, "running_mean");
+  check_running(op, x, running_var, "running_var");
+  MIXP_CHECK(running_mean.defined() == running_var.defined(), op,
+             ": running_mean and running_var must both be given or both be undefined (input ",
+             x.shape().to_string(), ")");
   if (training) {
-    MIXP_CHECK(values_per_channel(x.shape()) > 1,
-               "batch_norm: training needs more than one value per channel, got input ",
+    MIXP_CHECK(values_per_channel(x.shape()) > 1, op,
+               ": training needs more than one value per channel, got input ",
                x.shape().to_string());
   } else {
-    MIXP_CHECK(running_mean.defined(),
-               "batch_norm: evaluation needs running_mean and running_var (input ",
-               x.shape().to_string(), ")");
+    MIXP_CHECK(running_mean.defined(), op,
+               ": evaluation needs running_mean and running_var (input ", x.shape().to_string(),
+               ")");
   }
+}
+
+// batch_norm and batch_norm_relu: the checks, the kernel `forward`, and the backward node.
+Tensor normalize(OpKind kind, const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                 Tensor& running_mean, Tensor& running_var, bool training, double momentum,
+                 double eps) {
+  const bool relu = kind == OpKind::batch_norm_relu;
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
+  const auto cast = amp::autocast_inputs(kind, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
+  check_arguments(op, x, weight, bias, running_mean, running_var, training, momentum, eps);
   Tensor y = detail::empty_like(x);
-  Tensor mean = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
-  Tensor rstd = empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
-  kernels::batch_norm_forward(x, weight, bias, running_mean, running_var,
-                              {.training = training, .momentum = momentum, .eps = eps}, y, mean,
-                              rstd);
-  if (auto node = autograd::make_node<BatchNormBackward>("batch_norm", {&x, &weight, &bias})) {
+  Tensor mean =
+      empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
+  Tensor rstd =
+      empty({x.size(1)}, detail::accumulation_dtype(x.dtype()), MemoryTag::activation, x.device());
+  const kernels::BatchNormParams params{.training = training, .momentum = momentum, .eps = eps};
+  const auto& forward = relu ? kernels::batch_norm_relu_forward : kernels::batch_norm_forward;
+  forward(x, weight, bias, running_mean, running_var, params, y, mean, rstd);
+  if (auto node = autograd::make_node<BatchNormBackward>(op, {&x, &weight, &bias})) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);
     node->mean = autograd::SavedTensor(mean);
     node->rstd = autograd::SavedTensor(rstd);
+    if (relu) node->relu_y = autograd::SavedTensor(y);
     if (weight.defined()) node->weight_dtype = weight.dtype();
     if (bias.defined()) node->bias_dtype = bias.dtype();
     node->has_bias = bias.defined();
@@ -118,6 +135,21 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bia
     autograd::set_history(y, node);
   }
   return cast.output(y);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
+                  Tensor& running_var, bool training, double momentum, double eps) {
+  return normalize(OpKind::batch_norm, x, weight, bias, running_mean, running_var, training,
+                   momentum, eps);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor& running_mean, Tensor& running_var, bool training, double momentum,
+                       double eps) {
+  return normalize(OpKind::batch_norm_relu, x, weight, bias, running_mean, running_var, training,
+                   momentum, eps);
 }
 
 }  // namespace mixp::ops

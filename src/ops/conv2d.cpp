@@ -7,7 +7,8 @@
 // correlation of x with g over N, OH, OW (weight's dtype); dbias = the sum of g over N, OH, OW
 // in fp32 (bias's dtype). g is rounded to x's dtype first, as the low-precision backward of
 // mixed-precision training computes.
-// Kernels (kernels/conv2d.h): oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16;
+// Kernels (kernels/conv2d.h): oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16 (the
+// forward written straight to bf16, the bias added to its fp32 accumulation);
 // f16 (and bf16 elsewhere) widen exactly to f32 first; f64 and the fallback accumulate in double.
 #include "kernels/conv2d.h"
 #include "ops/op_helpers.h"
@@ -17,16 +18,13 @@ namespace {
 
 constexpr const char* kOp = "conv2d";
 
-// A pass of the convolution (kernels/conv2d.h) rounded once to `out_dtype`, the bias added
-// before in the accumulation dtype.
+// A backward pass of the convolution (kernels/conv2d.h) rounded once to `out_dtype`.
 Tensor run_pass_to(const kernels::Kernel<kernels::Conv2dPassFn>& pass, const kernels::ConvShape& s,
-                   const Tensor& a, const Tensor& b, const Shape& shape, DType out_dtype,
-                   const Tensor& bias = Tensor()) {
+                   const Tensor& a, const Tensor& b, const Shape& shape, DType out_dtype) {
   const DType acc = detail::accumulation_dtype(a.dtype());
   const bool direct = out_dtype == acc;
   Tensor out = empty(shape, acc, direct ? MemoryTag::activation : MemoryTag::workspace, a.device());
   pass(s, a, b, out);
-  if (bias.defined()) kernels::conv2d_add_bias(out, bias);
   return direct ? out : out.to(out_dtype).detach();
 }
 
@@ -119,7 +117,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor y;
   {
     NoGradGuard no_grad;
-    y = run_pass_to(kernels::conv2d_forward, s, x, weight, Shape{s.n, s.o, s.oh, s.ow}, out, bias);
+    y = empty(Shape{s.n, s.o, s.oh, s.ow}, out, MemoryTag::activation, x.device());
+    kernels::conv2d_biased_forward(s, x, weight, bias, y);
   }
   if (auto node = bias.defined() ? autograd::make_node<Conv2dBackward>(kOp, {&x, &weight, &bias})
                                  : autograd::make_node<Conv2dBackward>(kOp, {&x, &weight})) {

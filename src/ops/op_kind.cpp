@@ -111,6 +111,12 @@ constexpr OpInfo kOps[] = {
      .name = "multi_head_attention",
      .policy = lower_precision,
      .fp32_output = false},
+    // batch_norm then relu: batch_norm's policy (relu keeps its input's dtype).
+    {.kind = OpKind::batch_norm_relu,
+     .name = "batch_norm_relu",
+     .policy = fp32_compute,
+     .fp32_output = false,
+     .fp32_inside = true},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

@@ -63,6 +63,7 @@ TEST(MaxPoolKernel, Avx512PairsGiveTheScalarResults) {
                      << "ow " << ow << ", w " << p.w << ", rows " << kernel << "/" << stride);
         expect_avx512_matches_scalar<float>(p, DType::f32);
         expect_avx512_matches_scalar<bfloat16>(p, DType::bf16);
+        expect_avx512_matches_scalar<float16>(p, DType::f16);
       }
     }
   }
@@ -77,7 +78,7 @@ TEST(MaxPoolKernel, PairsApplyOnlyToTwoWideWindowsEveryTwoColumns) {
   p.cols = kernels::sliding_axis(8, 2, 2, 0);
   EXPECT_TRUE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f32));
   EXPECT_TRUE(kernels::avx512::max_pool2d_pairs_apply(p, DType::bf16));
-  EXPECT_FALSE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f16));
+  EXPECT_TRUE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f16));
   EXPECT_FALSE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f64));
   p.cols = kernels::sliding_axis(8, 3, 2, 1);  // 3 wide, padded
   EXPECT_FALSE(kernels::avx512::max_pool2d_pairs_apply(p, DType::f32));
@@ -108,8 +109,9 @@ TEST(MaxPoolKernel, TheRegistryRunsThePairsWhereTheyApplyAndTheFallbackForRefere
   if (best_isa() >= Isa::avx512) {
     EXPECT_STREQ(forward_candidate(p, DType::f32), "avx512_pairs");
     EXPECT_STREQ(forward_candidate(p, DType::bf16), "avx512_pairs");
+    EXPECT_STREQ(forward_candidate(p, DType::f16), "avx512_pairs");
   }
-  EXPECT_STREQ(forward_candidate(p, DType::f16), "openmp");
+  EXPECT_STREQ(forward_candidate(p, DType::f64), "openmp");
   {
     IsaLimit avx2(Isa::avx2);
     EXPECT_STREQ(forward_candidate(p, DType::f32), "openmp");

@@ -247,6 +247,23 @@ std::vector<OpCase> all_op_cases() {
                    {{{4, 3, 5, 5}, any}, {{3}, any}, {{3}, any}},
                    [batch_norm](const V& v) { return batch_norm(v, false, true); },
                    100});
+  // batch_norm then relu in one op. No central differences: a value at ReLU's kink depends on
+  // every input of its channel, so no input range keeps the differences away from it.
+  auto batch_norm_relu = [](const V& v, bool training) {
+    const int64_t c = v[0].size(1);
+    Tensor running_mean = zeros({c}), running_var = ones({c});
+    return ops::batch_norm_relu(v[0], v[1], v[2], running_mean, running_var, training, 0.1, 1e-5);
+  };
+  cases.push_back({"batch_norm_relu/train_nchw",
+                   {{{4, 3, 5, 5}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm_relu](const V& v) { return batch_norm_relu(v, true); },
+                   100,
+                   false});
+  cases.push_back({"batch_norm_relu/eval_2d",
+                   {{{8, 3}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm_relu](const V& v) { return batch_norm_relu(v, false); },
+                   8,
+                   false});
 
   cases.push_back(
       {"transpose", {{{3, 4, 5}, any}}, [](const V& v) { return ops::transpose(v[0], 0, 2); }});

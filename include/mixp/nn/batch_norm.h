@@ -35,6 +35,8 @@ class BatchNorm2d : public UnaryModule {
 
   /// x [N, C, H, W] (or [N, C]) -> the same shape and dtype.
   Tensor forward(const Tensor& x) override;
+  /// relu(forward(x)), the two in one op (ops::batch_norm_relu) when no hook is attached.
+  Tensor forward_relu(const Tensor& x);
   void reset();
 
   const BatchNorm2dOptions& options() const { return options_; }
@@ -50,6 +52,8 @@ class BatchNorm2d : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
+  /// The op (batch_norm, or batch_norm_relu), and the count of batches; no hooks.
+  Tensor run(const Tensor& x, bool relu);
   BatchNorm2dOptions options_;
   Tensor none_;
   Tensor* weight_ = &none_;

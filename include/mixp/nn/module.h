@@ -85,6 +85,9 @@ class Module {
   int64_t add_forward_pre_hook(ForwardPreHook hook);
   /// Removes the pre-hook `id`; an id that is not there is ignored (already removed).
   void remove_forward_pre_hook(int64_t id);
+  /// True when forward hooks or pre-hooks are attached: a container then runs the layer on its
+  /// own rather than fused with its neighbour, so that the hooks see what they expect.
+  bool has_hooks() const { return !forward_hooks_.empty() || !forward_pre_hooks_.empty(); }
 
  protected:
   /// Registers a parameter (made a leaf that requires grad, tagged MemoryTag::parameter).

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dnnl_runtime.h"
@@ -50,10 +51,21 @@ dt dnnl_type(DType in) { return in == DType::bf16 ? dt::bf16 : dt::f32; }
 
 dnnl::memory::desc any(const dims& d, dt type) { return dnnl::memory::desc(d, type, tag::any); }
 
+// The forward without bias and with an f32 result: also the hint of the backward passes.
 dnnl::convolution_forward::primitive_desc forward_pd(const Geometry& g, dt in, DnnlRuntime& r) {
   const dnnl::convolution_forward::desc d(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(g.src, in),
       any(g.weights, in), any(g.dst, dt::f32), g.strides, g.dilates, g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, r.engine);
+}
+
+// The forward with an f32 bias added to the fp32 accumulation before the one rounding to `out`.
+dnnl::convolution_forward::primitive_desc biased_forward_pd(const Geometry& g, dt in, dt out,
+                                                            DnnlRuntime& r) {
+  const dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(g.src, in),
+      any(g.weights, in), dnnl::memory::desc({g.dst[1]}, dt::f32, tag::x), any(g.dst, out),
+      g.strides, g.dilates, g.pad_l, g.pad_r);
   return dnnl::convolution_forward::primitive_desc(d, r.engine);
 }
 
@@ -83,12 +95,15 @@ struct Operand {
 
 // Runs `primitive` on the two inputs and the output, reordering each from or to its user
 // layout when the primitive chose another.
+// `extra`: an argument passed as it is (the bias), if its memory is set.
 void run(const dnnl::primitive& primitive, const Operand& a, const Operand& b, const Operand& out,
-         DnnlRuntime& r) {
+         DnnlRuntime& r, const std::pair<int, dnnl::memory>& extra = {}) {
   dnnl::memory a_mem = input_as(a.user, a.want, r);
   dnnl::memory b_mem = input_as(b.user, b.want, r);
   dnnl::memory out_mem = output_as(out.user, out.want, r);
-  primitive.execute(r.stream, {{a.arg, a_mem}, {b.arg, b_mem}, {out.arg, out_mem}});
+  std::unordered_map<int, dnnl::memory> args{{a.arg, a_mem}, {b.arg, b_mem}, {out.arg, out_mem}};
+  if (extra.second) args.emplace(extra.first, extra.second);
+  primitive.execute(r.stream, args);
   dnnl::memory out_user = out.user;
   finish_output(out_mem, out_user, r);
   r.stream.wait();
@@ -102,14 +117,17 @@ void check_input(DType in) {
 struct ConvKey {
   ConvShape shape;
   DType in;
+  DType out = DType::f32;  ///< the forward's result
+  bool bias = false;       ///< the forward adds a bias
   friend bool operator==(const ConvKey& a, const ConvKey& b) {
-    return std::memcmp(&a.shape, &b.shape, sizeof(ConvShape)) == 0 && a.in == b.in;
+    return std::memcmp(&a.shape, &b.shape, sizeof(ConvShape)) == 0 && a.in == b.in &&
+           a.out == b.out && a.bias == b.bias;
   }
 };
 struct ConvKeyHash {
   size_t operator()(const ConvKey& k) const {
     const int64_t* v = reinterpret_cast<const int64_t*>(&k.shape);
-    size_t h = size_t(k.in);
+    size_t h = size_t(k.in) * 64 + size_t(k.out) * 2 + size_t(k.bias);
     for (size_t i = 0; i < sizeof(ConvShape) / sizeof(int64_t); ++i)
       h = h * 1000003u ^ size_t(v[i]);
     return h;
@@ -125,15 +143,13 @@ struct Cached {
 
 // The descriptor and primitive of one pass for a shape, made by `make` the first time.
 template <typename PrimitiveDesc, typename Primitive, typename Make>
-std::shared_ptr<const Cached<PrimitiveDesc, Primitive>> cached(const ConvShape& s, DType in,
-                                                               Make make) {
+std::shared_ptr<const Cached<PrimitiveDesc, Primitive>> cached(const ConvKey& key, Make make) {
   static std::mutex mutex;
   // Never destroyed, as the matmuls' cache (kernels/cpu/dnnl_runtime.h).
   static auto& cache =
       *new std::unordered_map<ConvKey, std::shared_ptr<const Cached<PrimitiveDesc, Primitive>>,
                               ConvKeyHash>();
   constexpr size_t kMaxEntries = 256;
-  const ConvKey key{.shape = s, .in = in};
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (cache.size() >= kMaxEntries) cache.clear();
@@ -154,26 +170,39 @@ void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
 
 void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight,
                          float* y) {
+  conv2d_forward_fast_to(s, in, x, weight, nullptr, DType::f32, y);
+}
+
+void conv2d_forward_fast_to(const ConvShape& s, DType in, const void* x, const void* weight,
+                            const float* bias, DType out, void* y) {
   check_input(in);
+  MIXP_ASSERT(out == DType::f32 || (out == DType::bf16 && in == DType::bf16),
+              "oneDNN convolution from ", name_of(in), " to ", name_of(out));
   if (s.n == 0) return;
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
-  const dt t = dnnl_type(in);
+  const dt t = dnnl_type(in), out_t = dnnl_type(out);
   try {
     const auto c = cached<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-        s, in, [&] { return forward_pd(g, t, r); });
+        {.shape = s, .in = in, .out = out, .bias = bias != nullptr},
+        [&] { return bias != nullptr ? biased_forward_pd(g, t, out_t, r) : forward_pd(g, t, r); });
     const auto& pd = c->pd;
-    run(c->primitive,
-        {.arg = DNNL_ARG_SRC,
-         .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
-         .want = pd.src_desc()},
-        {.arg = DNNL_ARG_WEIGHTS,
-         .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
-         .want = pd.weights_desc()},
-        {.arg = DNNL_ARG_DST,
-         .user = {{g.dst, dt::f32, tag::nchw}, r.engine, y},
-         .want = pd.dst_desc()},
-        r);
+    const Operand src{.arg = DNNL_ARG_SRC,
+                      .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
+                      .want = pd.src_desc()};
+    const Operand weights{
+        .arg = DNNL_ARG_WEIGHTS,
+        .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+        .want = pd.weights_desc()};
+    const Operand dst{.arg = DNNL_ARG_DST,
+                      .user = {{g.dst, out_t, tag::nchw}, r.engine, y},
+                      .want = pd.dst_desc()};
+    if (bias == nullptr) {
+      run(c->primitive, src, weights, dst, r);
+    } else {
+      const dnnl::memory bias_mem({{s.o}, dt::f32, tag::x}, r.engine, const_cast<float*>(bias));
+      run(c->primitive, src, weights, dst, r, {DNNL_ARG_BIAS, bias_mem});
+    }
   } catch (const dnnl::error& e) {
     fail("forward", e, s);
   }
@@ -189,7 +218,7 @@ void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, con
   try {
     const auto c =
         cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-            s, in, [&] {
+            {.shape = s, .in = in}, [&] {
               const dnnl::convolution_backward_data::desc d(
                   dnnl::algorithm::convolution_direct, any(g.src, dt::f32), any(g.weights, t),
                   any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
@@ -225,7 +254,7 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
   const dt t = dnnl_type(in);
   try {
     const auto c = cached<dnnl::convolution_backward_weights::primitive_desc,
-                          dnnl::convolution_backward_weights>(s, in, [&] {
+                          dnnl::convolution_backward_weights>({.shape = s, .in = in}, [&] {
       const dnnl::convolution_backward_weights::desc d(
           dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32),
           any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);

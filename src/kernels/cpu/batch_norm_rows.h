@@ -1,0 +1,36 @@
+// Batch norm's passes over one run of bf16 or f16 values of a channel, widened and rounded in
+// registers on AVX-512 BF16 (kernels/cpu/batch_norm_avx512_bf16.cpp), for the chunked kernels
+// of kernels/cpu/batch_norm.cpp: the same operations in the same order as their fp32 loops over
+// a widened copy, and the sums in sum_f32's and dot_f32's lanes, so the same bits, without the
+// copy. Private to mixp.
+#pragma once
+
+#include <cstdint>
+
+namespace mixp::kernels::avx512_bf16 {
+
+/// The 16-bit format of a run: bf16 (widened by a shift, rounded by vcvtne2ps2bf16 with the
+/// subnormal fix-up) or f16 (vcvtph2ps and vcvtps2ph, which round as mixp does).
+enum class Half : uint8_t { bf16, f16 };
+
+/// sum_f32 (kernels/vmath.h) of the run widened: the same lanes, order and fold.
+float batch_norm_sum(Half fmt, const uint16_t* x, int64_t n);
+/// dot_f32(d, d) of d[i] = x[i] - mean, x widened.
+float batch_norm_centered_squares(Half fmt, const uint16_t* x, int64_t n, float mean);
+/// sum_f32(g') and dot_f32(g', xhat) with xhat[i] = (x[i] - mean) * rstd and g' as below.
+void batch_norm_grad_sums(Half fmt, const uint16_t* x, const uint16_t* g, const uint16_t* relu_y,
+                          int64_t n, float mean, float rstd, float& sum_g, float& sum_gx);
+
+/// y[i] = round(v), v = ((x[i] - mean) * rstd) * scale + shift, or max(v, 0) with relu (a NaN
+/// and -0 give +0, as the fp32 loop's v > 0 ? v : 0).
+void batch_norm_rows(Half fmt, const uint16_t* x, uint16_t* y, int64_t n, float mean, float rstd,
+                     float scale, float shift, bool relu);
+
+/// dx[i] = round((scale * rstd) * ((g' - mean_g) - ((x[i] - mean) * rstd) * mean_gx)) in
+/// training, round((scale * rstd) * g') in evaluation, with g' = g[i], or with relu_y (not null)
+/// g[i] where relu_y[i]'s bits are not zero and 0 elsewhere.
+void batch_norm_grad_rows(Half fmt, const uint16_t* x, const uint16_t* g, const uint16_t* relu_y,
+                          uint16_t* dx, int64_t n, float mean, float rstd, float scale,
+                          float mean_g, float mean_gx, bool training);
+
+}  // namespace mixp::kernels::avx512_bf16
