@@ -42,8 +42,8 @@ Gradients run(const Shape3& s, const std::vector<uint16_t>& dy, const std::vecto
               int threads, bool with_bias) {
   Gradients r{std::vector<uint16_t>(size_t(s.out * s.in)),
               std::vector<float>(size_t(s.out), -1.0f)};
-  std::vector<uint8_t> space(
-      size_t(kernels::linear_weight_grad_workspace_bytes(s.in, s.out, threads)));
+  std::vector<uint8_t> space(size_t(
+      kernels::linear_weight_grad_workspace_bytes(s.rows, s.in, s.out, DType::bf16, threads)));
   kernels::linear_weight_grad_fast(s.rows, s.in, s.out, dy.data(), x.data(), r.dw.data(),
                                    DType::bf16, with_bias ? r.db.data() : nullptr, space.data(),
                                    threads);
@@ -54,8 +54,8 @@ Gradients run(const Shape3& s, const std::vector<uint16_t>& dy, const std::vecto
 std::vector<float> run_wide(const Shape3& s, const std::vector<uint16_t>& dy,
                             const std::vector<uint16_t>& x, int threads, std::vector<float>* db) {
   std::vector<float> dw(size_t(s.out * s.in), -3.0f);
-  std::vector<uint8_t> space(
-      size_t(kernels::linear_weight_grad_workspace_bytes(s.in, s.out, threads)));
+  std::vector<uint8_t> space(size_t(
+      kernels::linear_weight_grad_workspace_bytes(s.rows, s.in, s.out, DType::f32, threads)));
   kernels::linear_weight_grad_fast(s.rows, s.in, s.out, dy.data(), x.data(), dw.data(),
                                    DType::f32, db ? db->data() : nullptr, space.data(), threads);
   return dw;
