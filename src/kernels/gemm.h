@@ -31,24 +31,27 @@ void gemm_fast(const GemmShape& s, DType in, const void* a, const void* b, void*
 void gemm_reference(const GemmShape& s, DType in, const void* a, const void* b, void* c);
 /// A linear layer's weight and bias gradients in one pass over dy, on AVX-512 BF16
 /// (kernels/cpu/linear_weight_grad.cpp): dw [out, in] = dy^T x, summed in fp32 and rounded once
-/// to bf16 (to nearest even, subnormals kept), and db [out] = the fp32 sums of dy's rows, added
-/// in row order; db may be null. dy [rows, out] and x [rows, in] are bf16 bits. `workspace`
-/// holds linear_weight_grad_workspace_bytes(in, out, threads) bytes, and at most `threads`
-/// threads run. The bits do not depend on the thread count. Needs gemm_fast_has_bf16() and
-/// sizes of at least 1.
+/// to bf16 (to nearest even, subnormals kept) and stored as bf16, or widened back to fp32 where
+/// dw_dtype is f32, and db [out] = the fp32 sums of dy's rows, added in row order; db may be
+/// null. dy [rows, out] and x [rows, in] are bf16 bits. `workspace` holds
+/// linear_weight_grad_workspace_bytes(rows, in, out, dw_dtype, threads) bytes, and at most
+/// `threads` threads run. The bits do not depend on the thread count. Needs
+/// gemm_fast_has_bf16() and sizes of at least 1.
 void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* dy, const void* x,
-                             void* dw, float* db, void* workspace, int threads);
-int64_t linear_weight_grad_workspace_bytes(int64_t in, int64_t out, int threads);
+                             void* dw, DType dw_dtype, float* db, void* workspace, int threads);
+int64_t linear_weight_grad_workspace_bytes(int64_t rows, int64_t in, int64_t out, DType dw_dtype,
+                                           int threads);
 /// C [m, n] = A op(B) (+ bias) for bf16 A [m, k] (not transposed) and B, with a bf16 C: the fp32
 /// sums, plus bias[column] when bias is not null, each rounded once to bf16 (nearest even,
-/// subnormals kept), from mixp's own pair tiles (kernels/cpu/matmul_pairs.cpp). For the shapes
+/// subnormals kept), from mixp's own pair tiles (kernels/cpu/matmul_pairs.cpp). B is bf16, or
+/// f32 (b_dtype), each value then rounded to bf16 (nearest even) as it is packed. For the shapes
 /// of matmul_pairs_supported: batch 1, A not transposed, k even and at most 4096, n a multiple
 /// of 16, on AVX-512 BF16. `workspace` holds matmul_pairs_workspace_bytes(s) bytes, and at
 /// most `threads` threads run; the bits do not depend on how many.
 bool matmul_pairs_supported(const GemmShape& s);
 int64_t matmul_pairs_workspace_bytes(const GemmShape& s);
-void matmul_pairs_bf16(const GemmShape& s, const void* a, const void* b, void* c, const float* bias,
-                       void* workspace, int threads);
+void matmul_pairs_bf16(const GemmShape& s, const void* a, const void* b, DType b_dtype, void* c,
+                       const float* bias, void* workspace, int threads);
 /// True when gemm_fast takes bf16 inputs on this CPU.
 bool gemm_fast_has_bf16();
 

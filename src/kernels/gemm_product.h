@@ -7,7 +7,9 @@
 
 namespace mixp::kernels {
 
-/// out = op(a) op(b) (+ bias) per s. a and b: the same dtype, f32, f64, f16 or bf16; bias: n
+/// out = op(a) op(b) (+ bias) per s. a and b: the same dtype, f32, f64, f16 or bf16, or a bf16 or
+/// f16 a with an f32 b, which is then read as b.to(a's dtype) (rounded once, to nearest even):
+/// an autocast linear's fp32 weight, rounded where the candidate packs it; bias: n
 /// values of any floating dtype added to every row of the sums before they are rounded, or
 /// undefined (the oneDNN candidates take a bias for batch 1 only). out: contiguous, batch x m x
 /// n elements of any floating dtype; f64 outputs take f64 inputs.
@@ -15,8 +17,9 @@ namespace mixp::kernels {
 /// reference sums in double, stores them as fp32 (f64) and rounds those to a narrower out.
 /// "Where the CPU has AVX-512 BF16" below is gemm_fast_has_bf16(): best_isa(), which IsaLimit
 /// does not lower. Candidates, first that applies:
-///   pairs_bf16:  bf16 into bf16 where the CPU has AVX-512 BF16, from 512 rows, for the shapes
-///                of matmul_pairs_supported, by mixp's pair tiles (matmul_pairs_bf16);
+///   pairs_bf16:  bf16 into bf16 where the CPU has AVX-512 BF16, from 512 rows (any rows for
+///                an f32 b, which the packing rounds), for the shapes of
+///                matmul_pairs_supported, by mixp's pair tiles (matmul_pairs_bf16);
 ///   onednn_bf16: bf16 into bf16 where the CPU has AVX-512 BF16, oneDNN rounding the fp32 sums
 ///                as it stores them (it flushes fp32 subnormal sums to zero, as vdpbf16ps does);
 ///   onednn:      every dtype but f64; f16, and bf16 where the CPU has no AVX-512 BF16, widened

@@ -5,15 +5,19 @@
 
 namespace mixp::kernels {
 
-/// dw [out, in] = g^T x summed over the rows, g [rows, out] and x [rows, in] of one dtype, dw of
-/// the weight's dtype, accumulated in fp32 (f64 for f64) and rounded once. db, if defined, is an
-/// [out] tensor for the sum of g's rows; returns whether it was filled. Candidates:
-///   fused_bf16: bf16 g, x and dw from 512 rows, where the CPU has AVX-512 BF16: one pass over
-///               g (linear_weight_grad_fast) packs it for the product and sums its rows into db,
-///               in row order in fp32, rounded once to db's dtype (a separate pass over g was
-///               about 3% of a bf16 gpt step). Below 512 rows the unfused pair is faster
-///               (docs/performance.md).
-///   unfused:    dw by kernels/gemm_product.h; db is left to the caller's sum of g.
+/// dw [out, in] = g^T x summed over the rows, g [rows, out] and x [rows, in] of one dtype,
+/// accumulated in fp32 (f64 for f64) and rounded once to that dtype; dw has it too, or is f32
+/// for bf16 or f16 g and x (an autocast linear's fp32 weight), and then holds the rounded sums
+/// widened back, as the cast of a narrow dw would. db, if defined, is an [out] tensor for the
+/// sum of g's rows; returns whether it was filled. Candidates:
+///   fused_bf16: bf16 g and x where the CPU has AVX-512 BF16, from 512 rows into a bf16 dw, from
+///               any rows into an f32 one: one pass over g (linear_weight_grad_fast) packs it
+///               for the product and sums its rows into db, in row order in fp32, rounded once
+///               to db's dtype (a separate pass over g was about 3% of a bf16 gpt step). Below
+///               512 rows oneDNN's product is faster, but not with the widening pass after it
+///               that the tiles' store makes for an f32 dw (docs/performance.md).
+///   unfused:    dw by kernels/gemm_product.h (into a narrow copy first for an f32 dw of narrow
+///               g); db is left to the caller's sum of g.
 using LinearWeightGradsFn = bool(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db);
 extern Kernel<LinearWeightGradsFn> linear_weight_grads;
 

@@ -53,6 +53,15 @@ struct PairGemm {
   // they do to c.
   uint16_t* c_bf16 = nullptr;
   const float* bias = nullptr;
+  // With a_f32 set, a is not read: word (m, p) is the two fp32 values a_f32[2 (m a_row + p)] and
+  // the next, each rounded once to bf16 (nearest even, subnormals kept) as the tile reads it;
+  // a_pair is 1 and there are no causal limits. A product of an fp32 weight's rows and packed
+  // bf16 activations that reads the weight once, with no packing pass.
+  const float* a_f32 = nullptr;
+  // With widened (and c_bf16 unset), c is not read: each sum is rounded once to bf16 (nearest
+  // even, subnormals kept) and stored in c widened back to fp32, a bf16 result and its cast to
+  // fp32 in one store. No accumulate, bias or limits with it.
+  bool widened = false;
 };
 
 // The scalar versions, which define what each function computes; avx512_bf16 below has the
@@ -71,7 +80,20 @@ void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64
 /// even, src 4-byte aligned). dst_ld >= 2 rows.
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld);
+/// pack_row_pairs and pack_column_pairs from fp32 values, each rounded once to bf16 (nearest
+/// even, subnormals kept) as it is packed: a product of bf16 activations and an fp32 weight
+/// reads the weight as weight.to(bf16) would give it, without that pass.
+void pack_row_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                        int64_t dst_ld);
+void pack_column_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                           uint16_t* dst, int64_t dst_ld);
 void pair_gemm(const PairGemm& g);
+/// dst[c * ld_dst + r] = bf16(src[r * ld_src + c] + bias[r]) for r < rows, c < cols (bias may be
+/// null: no addition): fp32 sums of C^T, rounded once each into C.
+void transpose_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                       const float* bias, uint16_t* dst, int64_t ld_dst);
+/// out[i] = x[i] rounded once to bf16 (nearest even, subnormals kept) and widened back to fp32.
+void round_to_bf16_widened(const float* x, int64_t n, float* out);
 /// out[i] = bf16(x[i] / d): a softmax row's normalization and its rounding for the products in
 /// one pass (the division rounds to fp32 first, as divide_f32 then f32_to_bf16 would).
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
@@ -88,7 +110,14 @@ void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64
                             uint16_t* dst, int64_t dst_ld, float* sums);
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld);
+void pack_row_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                        int64_t dst_ld);
+void pack_column_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                           uint16_t* dst, int64_t dst_ld);
 void pair_gemm(const PairGemm& g);
+void transpose_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                       const float* bias, uint16_t* dst, int64_t ld_dst);
+void round_to_bf16_widened(const float* x, int64_t n, float* out);
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
 void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
                         uint16_t* out);

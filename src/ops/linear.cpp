@@ -5,7 +5,13 @@
 // the result is [..., out].
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation;
 // dW, and dbias with it where the gradient has the input's dtype, from kernels/linear_grads.h,
-// which on bf16 takes both from one pass over g). Under an enabled amp::Fp8Autocast scope the
+// which on bf16 takes both from one pass over g).
+// Under bf16 autocast an fp32 weight that is a leaf (a parameter) or needs no gradient is not
+// cast by autocast: the products take it as it is and round it to bf16 as they pack it
+// (kernels/gemm_product.h), and dW, rounded once to bf16 as before, comes widened from its
+// kernel (kernels/linear_grads.h).
+// The values are those of autocast's cast; what goes is the pass that writes the bf16 copy and
+// the cast's own backward pass. Under an enabled amp::Fp8Autocast scope the
 // products run in FP8 instead (fp8_linear.cpp), or by the scope's FP4 recipe
 // (fp4_recipe_linear.cpp).
 #include "kernels/linear_grads.h"
@@ -30,7 +36,7 @@ struct LinearBackward : autograd::Node {
     const bool bias_grad = next.size() > 2 && next[2].node;
     if (next[1].node) {
       // db from dW's kernel only where it sums grads[0] itself (a bf16 gradient), as the
-      // separate sum would.
+      // separate sum would. An fp32 weight with bf16 x gets dW rounded to bf16 and widened.
       dw = empty(wv.shape(), wv.dtype(), MemoryTag::gradient, wv.device());
       Tensor sums =
           bias_grad && grads[0].dtype() == xv.dtype() ? empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device()) : Tensor();
@@ -50,6 +56,17 @@ struct LinearBackward : autograd::Node {
   }
 };
 
+// True where autocast would round an fp32 weight to bf16 for this call, and the products can do
+// it instead: the weight is a leaf or needs no gradient, so its gradient goes straight to the
+// leaf's accumulation, which would widen the cast's gradient in any case.
+bool product_rounds_weight(const Tensor& x, const Tensor& weight) {
+  const bool narrowable =
+      x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16);
+  return amp::autocast_enabled() && amp::autocast_dtype() == DType::bf16 && narrowable &&
+         weight.defined() && weight.dtype() == DType::f32 &&
+         (weight.is_leaf() || !weight.requires_grad());
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
@@ -58,11 +75,16 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     if (!fp8->recipe().fp4) return detail::fp8_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
     return detail::fp4_recipe_linear(x_in, weight_in, bias_in, out_dtype, *fp8);
   }
-  const auto cast = amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
+  const bool weight_in_product = product_rounds_weight(x_in, weight_in);
+  const auto cast = weight_in_product
+                        ? amp::autocast_inputs(OpKind::linear, {&x_in, &bias_in})
+                        : amp::autocast_inputs(OpKind::linear, {&x_in, &weight_in, &bias_in});
+  const Tensor& x = cast[0];
+  const Tensor& weight = weight_in_product ? weight_in : cast[1];
+  const Tensor& bias = weight_in_product ? cast[1] : cast[2];
   detail::check_floating("linear", x, "input");
   detail::check_floating("linear", weight, "weight");
-  detail::check_same_dtype("linear", x, weight);
+  if (!weight_in_product) detail::check_same_dtype("linear", x, weight);
   MIXP_CHECK(weight.ndim() == 2, "linear: weight must be [out, in], got ",
              weight.shape().to_string());
   MIXP_CHECK(x.ndim() >= 1 && x.size(-1) == weight.size(1), "linear: input ", x.shape().to_string(),

@@ -42,11 +42,23 @@ Gradients run(const Shape3& s, const std::vector<uint16_t>& dy, const std::vecto
               int threads, bool with_bias) {
   Gradients r{std::vector<uint16_t>(size_t(s.out * s.in)),
               std::vector<float>(size_t(s.out), -1.0f)};
-  std::vector<uint8_t> space(
-      size_t(kernels::linear_weight_grad_workspace_bytes(s.in, s.out, threads)));
+  std::vector<uint8_t> space(size_t(
+      kernels::linear_weight_grad_workspace_bytes(s.rows, s.in, s.out, DType::bf16, threads)));
   kernels::linear_weight_grad_fast(s.rows, s.in, s.out, dy.data(), x.data(), r.dw.data(),
-                                   with_bias ? r.db.data() : nullptr, space.data(), threads);
+                                   DType::bf16, with_bias ? r.db.data() : nullptr, space.data(),
+                                   threads);
   return r;
+}
+
+// The same gradients into an fp32 dw: the bf16 sums widened back.
+std::vector<float> run_wide(const Shape3& s, const std::vector<uint16_t>& dy,
+                            const std::vector<uint16_t>& x, int threads, std::vector<float>* db) {
+  std::vector<float> dw(size_t(s.out * s.in), -3.0f);
+  std::vector<uint8_t> space(size_t(
+      kernels::linear_weight_grad_workspace_bytes(s.rows, s.in, s.out, DType::f32, threads)));
+  kernels::linear_weight_grad_fast(s.rows, s.in, s.out, dy.data(), x.data(), dw.data(),
+                                   DType::f32, db ? db->data() : nullptr, space.data(), threads);
+  return dw;
 }
 
 // Small integers (|x| <= 8): every product and partial sum is exact in fp32, in any order.
@@ -151,6 +163,30 @@ TEST(LinearWeightGrad, BitsDoNotDependOnTheThreadCountOrOnTheBias) {
     const Gradients no_bias = run(s, dy, x, 2, false);
     ASSERT_EQ(no_bias.dw, one.dw) << describe(s) << ", without the bias";
     for (float v : no_bias.db) ASSERT_EQ(v, -1.0f) << describe(s) << ": db written without a bias";
+  }
+}
+
+// An fp32 dw holds the bf16 dw's values, widened, bit for bit, whatever the thread count: from
+// the tiles' own store (one block of rows, in a whole number of vectors: {64, 784, 65},
+// {300, 48, 384}) and from the rounding pass after the blocks (the others).
+TEST(LinearWeightGrad, Fp32GradientsAreTheBf16OnesWidened) {
+  require_bf16_units();
+  Philox rng(PhiloxState{14, 0, 0});
+  std::vector<Shape3> all = shapes();
+  all.push_back({64, 1024, 1024});  // the mlp's second layer
+  for (const Shape3& s : all) {
+    const std::vector<uint16_t> dy = operand(size_t(s.rows * s.out), rng, false);
+    const std::vector<uint16_t> x = operand(size_t(s.rows * s.in), rng, false);
+    const Gradients narrow = run(s, dy, x, 1, true);
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> db(size_t(s.out), -1.0f);
+      const std::vector<float> wide = run_wide(s, dy, x, threads, &db);
+      for (size_t e = 0; e < wide.size(); ++e) {
+        ASSERT_EQ(wide[e], float(bfloat16::from_bits(narrow.dw[e])))
+            << describe(s) << ", element " << e << ", " << threads << " threads";
+      }
+      ASSERT_EQ(db, narrow.db) << describe(s) << ", " << threads << " threads";
+    }
   }
 }
 

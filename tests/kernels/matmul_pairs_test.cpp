@@ -3,7 +3,9 @@
 // and the 96-row blocks, and column counts with a short last panel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,7 @@ struct Problem {
 
 std::vector<Problem> problems() {
   std::vector<Problem> out;
-  for (int64_t m : {1, 7, 97, 200}) {
+  for (int64_t m : {1, 7, 64, 97, 200}) {
     for (int64_t n : {16, 80, 192}) {
       for (int64_t k : {2, 30, 384}) {
         out.push_back({m, n, k, true, true});
@@ -73,8 +75,23 @@ std::vector<uint16_t> run(const Problem& p, const Operands& o, int threads) {
   EXPECT_TRUE(kernels::matmul_pairs_supported(s)) << describe(p);
   std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
   std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
-  kernels::matmul_pairs_bf16(s, o.a.data(), o.b.data(), c.data(), p.bias ? o.bias.data() : nullptr,
-                             space.data(), threads);
+  kernels::matmul_pairs_bf16(s, o.a.data(), o.b.data(), DType::bf16, c.data(),
+                             p.bias ? o.bias.data() : nullptr, space.data(), threads);
+  return c;
+}
+
+// The same product with B given as fp32 values, which the packing rounds to bf16.
+std::vector<uint16_t> run_f32_b(const Problem& p, const Operands& o, const std::vector<float>& b,
+                                int threads) {
+  kernels::GemmShape s;
+  s.m = p.m;
+  s.n = p.n;
+  s.k = p.k;
+  s.trans_b = p.trans_b;
+  std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  kernels::matmul_pairs_bf16(s, o.a.data(), b.data(), DType::f32, c.data(),
+                             p.bias ? o.bias.data() : nullptr, space.data(), threads);
   return c;
 }
 
@@ -129,6 +146,58 @@ TEST(MatmulPairs, BitsDoNotDependOnTheThreadCount) {
     const Operands o = make(p, rng, false);
     const std::vector<uint16_t> one = run(p, o, 1);
     for (int threads : {2, 3}) ASSERT_EQ(run(p, o, threads), one) << describe(p) << ", " << threads;
+  }
+}
+
+// An fp32 B is read as its bf16 rounding: the bits of the product of the rounded B, whatever
+// the thread count. B's fp32 values lie between bf16 values (and some are ties, and some
+// subnormal), so a packing that truncated or skipped the rounding would differ.
+TEST(MatmulPairs, Fp32BIsTheProductOfItsBf16Rounding) {
+  require_bf16_units();
+  Philox rng(PhiloxState{24, 0, 0});
+  for (const Problem& p : problems()) {
+    Operands o = make(p, rng, false);
+    std::vector<float> b(o.b.size());
+    for (size_t e = 0; e < b.size(); ++e) {
+      const uint32_t low = e % 7 == 0 ? 0x8000u : rng.next_u32() & 0xffffu;  // ties too
+      const uint32_t bits = e % 11 == 0 ? (rng.next_u32() & 0x007fffffu)    // subnormals
+                                        : (uint32_t(o.b[e]) << 16) | low;
+      std::memcpy(&b[e], &bits, sizeof bits);
+      o.b[e] = bfloat16(b[e]).bits;
+    }
+    const std::vector<uint16_t> want = run(p, o, 1);
+    for (int threads : {1, 2, 3}) {
+      ASSERT_EQ(run_f32_b(p, o, b, threads), want) << describe(p) << ", " << threads;
+    }
+  }
+}
+
+// Up to 64 rows with B transposed the weight's rows are the broadcast operand (C^T = B^T A^T):
+// the same sums, so the same bits as the first rows of a longer product, which packs B.
+TEST(MatmulPairs, SmallProductsHaveTheBitsOfTheRowsOfALongerOne) {
+  require_bf16_units();
+  Philox rng(PhiloxState{25, 0, 0});
+  for (int64_t rows : {1, 6, 17, 64}) {
+    for (int64_t n : {16, 96, 1024}) {
+      for (bool bias : {false, true}) {
+        const Problem longer{200, n, 130, true, bias};
+        Operands o = make(longer, rng, false);
+        std::vector<float> b(o.b.size());
+        for (size_t e = 0; e < b.size(); ++e) b[e] = float(widen(o.b[e])) * 1.0078125f;
+        const std::vector<uint16_t> whole = run(longer, o, 2), whole_f32 = run_f32_b(longer, o, b, 2);
+        const Problem small{rows, n, 130, true, bias};
+        Operands head = o;
+        head.a.resize(size_t(rows * longer.k));
+        for (int threads : {1, 2, 3}) {
+          const std::vector<uint16_t> part = run(small, head, threads);
+          const std::vector<uint16_t> part_f32 = run_f32_b(small, head, b, threads);
+          ASSERT_TRUE(std::equal(part.begin(), part.end(), whole.begin()))
+              << describe(small) << ", " << threads << " threads";
+          ASSERT_TRUE(std::equal(part_f32.begin(), part_f32.end(), whole_f32.begin()))
+              << describe(small) << ", fp32 B, " << threads << " threads";
+        }
+      }
+    }
   }
 }
 

@@ -289,6 +289,39 @@ std::vector<float> rounding_inputs() {
   return x;
 }
 
+// Both fp32 packings round each value once to bf16 as bfloat16(float) does: the packing of the
+// rounded values, for values of every kind (subnormals, signed zeros, infinities, NaN).
+TEST(PairGemm, Fp32PackingsAreThePackingsOfTheRoundedValues) {
+  require_bf16_units();
+  const std::vector<float> pool = rounding_inputs();
+  size_t next = 0;
+  for (int64_t rows : {1, 2, 5, 16, 17, 37, 64}) {
+    for (int64_t cols : {2, 16, 30, 32, 34, 64, 96}) {
+      const int64_t ld = cols + 6;
+      std::vector<float> src(size_t(rows * ld));
+      for (float& v : src) v = pool[next++ % pool.size()];
+      std::vector<uint16_t> rounded(src.size());
+      for (size_t e = 0; e < src.size(); ++e) rounded[e] = bfloat16(src[e]).bits;
+      const int64_t row_ld = 2 * cols + 8;
+      std::vector<uint16_t> fast(size_t((rows + 1) / 2 * row_ld), 7), scalar = fast, want = fast;
+      kernels::avx512_bf16::pack_row_pairs_f32(src.data(), ld, rows, cols, fast.data(), row_ld);
+      kernels::ref::pack_row_pairs_f32(src.data(), ld, rows, cols, scalar.data(), row_ld);
+      kernels::ref::pack_row_pairs(rounded.data(), ld, rows, cols, want.data(), row_ld);
+      ASSERT_EQ(scalar, want) << "pack_row_pairs_f32, rows " << rows << ", cols " << cols;
+      ASSERT_EQ(fast, want) << "pack_row_pairs_f32, rows " << rows << ", cols " << cols;
+      const int64_t col_ld = 2 * rows + 4;
+      std::vector<uint16_t> fast_t(size_t(cols / 2 * col_ld), 7), scalar_t = fast_t,
+                                                                  want_t = fast_t;
+      kernels::avx512_bf16::pack_column_pairs_f32(src.data(), ld, rows, cols, fast_t.data(),
+                                                  col_ld);
+      kernels::ref::pack_column_pairs_f32(src.data(), ld, rows, cols, scalar_t.data(), col_ld);
+      kernels::ref::pack_column_pairs(rounded.data(), ld, rows, cols, want_t.data(), col_ld);
+      ASSERT_EQ(scalar_t, want_t) << "pack_column_pairs_f32, rows " << rows << ", cols " << cols;
+      ASSERT_EQ(fast_t, want_t) << "pack_column_pairs_f32, rows " << rows << ", cols " << cols;
+    }
+  }
+}
+
 TEST(PairGemm, RowsRoundedToBf16AreTheFormulasRoundedOnce) {
   require_bf16_units();
   const std::vector<float> x = rounding_inputs();

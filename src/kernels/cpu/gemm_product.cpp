@@ -11,6 +11,11 @@ namespace {
 
 DType accumulation_of(const Tensor& a) { return a.dtype() == DType::f64 ? DType::f64 : DType::f32; }
 
+// b in a's dtype: an f32 b with a narrow a is rounded to a's dtype, as the contract reads it.
+Tensor b_as_a(const Tensor& a, const Tensor& b) {
+  return b.dtype() == a.dtype() ? b : b.to(a.dtype());
+}
+
 // op(a) op(b) (+ bias) into c of the accumulation dtype by oneDNN. oneDNN adds the bias itself,
 // in the same pass (a separate pass over C cost about 1% of a gpt step).
 void product_onednn(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
@@ -66,9 +71,10 @@ using ProductFn = void (*)(const GemmShape&, const Tensor&, const Tensor&, const
 // The product into out directly when out has the accumulation dtype; else block by block of
 // rows into an fp32 (f64) block, each rounded into its rows of out.
 template <ProductFn product>
-void product_in_blocks(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
+void product_in_blocks(const GemmShape& s, const Tensor& a, const Tensor& b_in, const Tensor& bias,
                        Tensor& out) {
   const DType acc = accumulation_of(a);
+  const Tensor b = b_as_a(a, b_in);
   if (out.dtype() == acc) {
     product(s, a, b, bias, out);
     return;
@@ -102,8 +108,9 @@ bool rounds_bf16_in_product(const GemmShape&, const Tensor& a, const Tensor&, co
   return out.dtype() == DType::bf16 && a.dtype() == DType::bf16 && gemm_fast_has_bf16();
 }
 
-void onednn_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
+void onednn_bf16(const GemmShape& s, const Tensor& a, const Tensor& b_in, const Tensor& bias,
                  Tensor& out) {
+  const Tensor b = b_as_a(a, b_in);
   const Tensor wide_bias = bias.defined() ? bias.to(DType::f32) : Tensor();
   gemm_fast(s, DType::bf16, a.raw_data(), b.raw_data(), out.raw_data(), DType::bf16,
             wide_bias.defined() ? wide_bias.data<float>() : nullptr);
@@ -111,13 +118,14 @@ void onednn_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Ten
 
 // From kPairTileMinRows rows on, mixp's own pair tiles do the product and its rounding: 0.86-0.99x
 // oneDNN's time on gpt's linear layers, and about 9% off the step (docs/performance.md, "The
-// pair tiles"). oneDNN does the rest.
+// pair tiles"). With an fp32 b (an autocast linear's weight) they take every row count: their
+// packing rounds b, where oneDNN needs a bf16 copy of it first. oneDNN does the rest.
 constexpr int64_t kPairTileMinRows = 512;
 
 bool pairs_apply(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
                  const Tensor& out) {
-  return rounds_bf16_in_product(s, a, b, bias, out) && s.m >= kPairTileMinRows &&
-         matmul_pairs_supported(s);
+  return rounds_bf16_in_product(s, a, b, bias, out) &&
+         (b.dtype() == DType::f32 || s.m >= kPairTileMinRows) && matmul_pairs_supported(s);
 }
 
 void pairs_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
@@ -125,7 +133,7 @@ void pairs_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tens
   const Tensor wide_bias = bias.defined() ? bias.to(DType::f32) : Tensor();
   const int threads = num_threads();
   Tensor space = empty(Shape{matmul_pairs_workspace_bytes(s)}, DType::u8, MemoryTag::workspace);
-  matmul_pairs_bf16(s, a.raw_data(), b.raw_data(), out.raw_data(),
+  matmul_pairs_bf16(s, a.raw_data(), b.raw_data(), b.dtype(), out.raw_data(),
                     wide_bias.defined() ? wide_bias.data<float>() : nullptr, space.data<uint8_t>(),
                     threads);
 }

@@ -10,7 +10,9 @@
 // x as the vector one, one panel of 64 columns at a time ([pairs][64][2], 128 KiB, in L2), which
 // every row tile of 6 then reads straight through. Packing dy adds its columns to db on the way,
 // so the bias costs no pass of its own. Each block's product adds into an fp32 copy of dw; after
-// the last block the sums are rounded once to bf16, to nearest even, subnormals kept.
+// the last block the sums are rounded once to bf16, to nearest even, subnormals kept. An fp32
+// dw (an autocast linear's fp32 weight) gets the rounded sums widened back; with one block and
+// whole vectors of in, the tiles store them so straight into dw, without the fp32 copy.
 //
 // Threads take ranges of o (the broadcast rows) when out >= in, else ranges of i; each packs
 // the whole of the other operand's block. Every dw and db element is summed in the same order
@@ -38,9 +40,14 @@ int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 // The fp32 sums' row length: in, padded to whole vectors.
 int64_t sums_width(int64_t in) { return round_up(in, kLanes); }
 
+// Row pairs per block: kBlockPairs, or all of them when fewer.
+int64_t block_pairs(int64_t rows) { return std::min(kBlockPairs, (rows + 1) / 2); }
+
 // One thread's pack buffers, in bf16 elements: dy's block for all of out (a thread packs at
 // most that much) and one panel of x.
-int64_t pack_elements(int64_t out) { return 2 * kBlockPairs * (out + kColumnStrip); }
+int64_t pack_elements(int64_t rows, int64_t out) {
+  return 2 * block_pairs(rows) * (out + kColumnStrip);
+}
 
 struct Range {
   int64_t begin, end;
@@ -52,25 +59,41 @@ Range share(int64_t n, int64_t unit, int part, int parts) {
   return {.begin = std::min(n, part * per * unit), .end = std::min(n, (part + 1) * per * unit)};
 }
 
+// One block into an fp32 dw of whole vectors: the tiles round and widen into dw itself, and no
+// fp32 copy of dw is needed.
+bool stores_directly(int64_t rows, int64_t in, DType dw_dtype) {
+  return dw_dtype == DType::f32 && (rows + 1) / 2 <= kBlockPairs && in % kLanes == 0;
+}
+
+int64_t sums_bytes(int64_t rows, int64_t in, int64_t out, DType dw_dtype) {
+  return stores_directly(rows, in, dw_dtype) ? 0 : int64_t(sizeof(float)) * out * sums_width(in);
+}
+
 }  // namespace
 
-int64_t linear_weight_grad_workspace_bytes(int64_t in, int64_t out, int threads) {
-  return int64_t(sizeof(float)) * out * sums_width(in) +
-         int64_t(sizeof(uint16_t)) * threads * pack_elements(out);
+int64_t linear_weight_grad_workspace_bytes(int64_t rows, int64_t in, int64_t out, DType dw_dtype,
+                                           int threads) {
+  return sums_bytes(rows, in, out, dw_dtype) +
+         int64_t(sizeof(uint16_t)) * threads * pack_elements(rows, out);
 }
 
 void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* dy_bits,
-                             const void* x_bits, void* dw_bits, float* db, void* workspace,
-                             int threads) {
+                             const void* x_bits, void* dw_bits, DType dw_dtype, float* db,
+                             void* workspace, int threads) {
   MIXP_ASSERT(gemm_fast_has_bf16(), "linear_weight_grad_fast without AVX-512 BF16");
   MIXP_ASSERT(rows >= 1 && in >= 1 && out >= 1 && threads >= 1, "linear_weight_grad_fast: rows ",
               rows, " in ", in, " out ", out, " threads ", threads);
   const auto* dy = static_cast<const uint16_t*>(dy_bits);
+  MIXP_ASSERT(dw_dtype == DType::bf16 || dw_dtype == DType::f32,
+              "linear_weight_grad_fast: dw of ", name_of(dw_dtype));
   const auto* x = static_cast<const uint16_t*>(x_bits);
-  auto* dw = static_cast<uint16_t*>(dw_bits);
-  const int64_t ldc = sums_width(in), pairs = (rows + 1) / 2;
-  float* sums = static_cast<float*>(workspace);
-  auto* packs = reinterpret_cast<uint16_t*>(sums + out * ldc);
+  const bool wide = dw_dtype == DType::f32;
+  const int64_t pairs = (rows + 1) / 2;
+  const bool direct = stores_directly(rows, in, dw_dtype);
+  const int64_t ldc = direct ? in : sums_width(in);
+  float* sums = direct ? static_cast<float*>(dw_bits) : static_cast<float*>(workspace);
+  auto* packs = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(workspace) +
+                                            sums_bytes(rows, in, out, dw_dtype));
   if (db) std::fill(db, db + out, 0.0f);
   const bool split_out = out >= in;
   // A region costs tens of microseconds on these machines; small products run on one thread.
@@ -89,8 +112,8 @@ void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* 
                                     : Range{.begin = out, .end = out};
     const int64_t width = o.end - o.begin, strip = i.end - i.begin;
     const int64_t padded = round_up(strip, kLanes);
-    uint16_t* a = packs + part * pack_elements(out);
-    uint16_t* b = a + 2 * kBlockPairs * out;
+    uint16_t* a = packs + part * pack_elements(rows, out);
+    uint16_t* b = a + 2 * block_pairs(rows) * out;
     if (width > 0 && strip > 0) {
       for (int64_t p0 = 0; p0 < pairs; p0 += kBlockPairs) {
         const int64_t block = std::min(kBlockPairs, pairs - p0);
@@ -137,11 +160,19 @@ void linear_weight_grad_fast(int64_t rows, int64_t in, int64_t out, const void* 
           g.n = width_j;
           g.pairs = block;
           g.accumulate = p0 > 0;
+          g.widened = direct;
           avx512_bf16::pair_gemm(g);
         }
       }
-      for (int64_t r = o.begin; r < o.end; ++r) {
-        avx512_bf16::f32_to_bf16(sums + r * ldc + i.begin, dw + r * in + i.begin, size_t(strip));
+      for (int64_t r = o.begin; r < o.end && !direct; ++r) {
+        if (wide) {
+          avx512_bf16::round_to_bf16_widened(sums + r * ldc + i.begin, strip,
+                                             static_cast<float*>(dw_bits) + r * in + i.begin);
+        } else {
+          avx512_bf16::f32_to_bf16(sums + r * ldc + i.begin,
+                                   static_cast<uint16_t*>(dw_bits) + r * in + i.begin,
+                                   size_t(strip));
+        }
       }
     }
   }

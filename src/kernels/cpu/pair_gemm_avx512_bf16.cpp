@@ -9,6 +9,12 @@
 #include "kernels/cpu/bf16_round_avx512_bf16.h"
 #include "kernels/pair_gemm.h"
 
+// GCC 12 takes the _mm512_undefined pass-through operand inside some AVX-512 intrinsics
+// (unpacks, shuffles, extracts, widenings) for an uninitialized read where they are inlined
+// into the fp32 packings and the widening stores; that operand is never read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 namespace mixp::kernels::avx512_bf16 {
 namespace {
 
@@ -37,8 +43,29 @@ template <int MR, int NR>
   }
 }
 
-// What a tile does with its sums: stores them, adds them to C's, or rounds them to bf16.
-enum class Out { sums, added, bf16 };
+// bf16 bits of 16 lanes, widened exactly to fp32.
+__m512 widen16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// The tile's sums rounded to bf16 and widened back to fp32, 32 lanes per conversion.
+template <int MR, int NR>
+[[gnu::always_inline]] inline void store_widened(float* c, int64_t ldc, __m512 (&acc)[MR][NR]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    float* row = c + r * ldc;
+#pragma GCC unroll 8
+    for (int q = 0; q < NR; q += 2) {
+      const __m512i bits = convert32(acc[r][q], q + 1 < NR ? acc[r][q + 1] : _mm512_setzero_ps());
+      _mm512_storeu_ps(row + 16 * q, widen16(_mm512_castsi512_si256(bits)));
+      if (q + 1 < NR) _mm512_storeu_ps(row + 16 * (q + 1), widen16(_mm512_extracti64x4_epi64(bits, 1)));
+    }
+  }
+}
+
+// What a tile does with its sums: stores them, adds them to C's, rounds them to bf16, or rounds
+// them to bf16 and stores them widened.
+enum class Out { sums, added, bf16, widened };
 
 // One tile of MR x 16 NR sums, in registers from the first term to the store. The loops over
 // rows and vectors are unrolled by pragma, so that GCC treats acc as separate values: without
@@ -77,6 +104,70 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs)
   }
   if constexpr (kOut == Out::bf16) {
     store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
+  } else if constexpr (kOut == Out::widened) {
+    store_widened<MR, NR>(g.c + i * ldc + j, ldc, acc);
+  } else {
+    float* c = g.c + i * ldc + j;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+      for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+    }
+  }
+}
+
+// tile() with A read from fp32 rows (g.a_f32): 16 pairs of each row at a time are rounded to
+// bf16 words into a buffer in L1, from which the pair loop broadcasts them as tile() does from A.
+// Each value of A is loaded and rounded once per tile, where a packing pass would write it and
+// the tile read it again.
+template <int MR, int NR, Out kOut>
+void tile_a_f32(const PairGemm& g, int64_t i, int64_t j, int64_t, int64_t pairs) {
+  const int64_t ldc = g.ldc, ldb = g.ldb;
+  __m512 acc[MR][NR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+    for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_setzero_ps();
+  }
+  alignas(64) uint32_t words[MR][16];
+  const float* ar[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) ar[r] = g.a_f32 + 2 * (i + r) * g.a_row;
+  const uint16_t* bp = g.b + 2 * j;
+  for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
+    const int64_t chunk = pairs - p0 < 16 ? pairs - p0 : 16;
+    if (chunk == 16) {
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512i w = convert32(_mm512_loadu_ps(ar[r] + 2 * p0), _mm512_loadu_ps(ar[r] + 2 * p0 + 16));
+        _mm512_store_si512(words[r], w);
+      }
+    } else {
+      const TailMasks m = tail_masks(size_t(2 * chunk));
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512i w = convert32(_mm512_maskz_loadu_ps(m.lo, ar[r] + 2 * p0),
+                                    _mm512_maskz_loadu_ps(m.hi, ar[r] + 2 * p0 + 16));
+        _mm512_store_si512(words[r], w);
+      }
+    }
+    for (int64_t p = 0; p < chunk; ++p) {
+      __m512bh bv[NR];
+#pragma GCC unroll 8
+      for (int q = 0; q < NR; ++q) bv[q] = (__m512bh)_mm512_loadu_si512(bp + 32 * q);
+      bp += ldb;
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m512bh av = (__m512bh)_mm512_set1_epi32(int(words[r][p]));
+#pragma GCC unroll 8
+        for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, bv[q]);
+      }
+    }
+  }
+  if constexpr (kOut == Out::bf16) {
+    store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
+  } else if constexpr (kOut == Out::widened) {
+    store_widened<MR, NR>(g.c + i * ldc + j, ldc, acc);
   } else {
     float* c = g.c + i * ldc + j;
 #pragma GCC unroll 8
@@ -89,28 +180,39 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs)
 
 using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t, int64_t);
 
-template <int MR, Out kOut>
+template <int MR, Out kOut, bool kAF32>
 constexpr TileFn tile_for(int nr) {
-  return nr == 1   ? tile<MR, 1, kOut>
-         : nr == 2 ? tile<MR, 2, kOut>
-         : nr == 3 ? tile<MR, 3, kOut>
-                   : tile<MR, 4, kOut>;
+  if constexpr (kAF32) {
+    return nr == 1   ? tile_a_f32<MR, 1, kOut>
+           : nr == 2 ? tile_a_f32<MR, 2, kOut>
+           : nr == 3 ? tile_a_f32<MR, 3, kOut>
+                     : tile_a_f32<MR, 4, kOut>;
+  } else {
+    return nr == 1   ? tile<MR, 1, kOut>
+           : nr == 2 ? tile<MR, 2, kOut>
+           : nr == 3 ? tile<MR, 3, kOut>
+                     : tile<MR, 4, kOut>;
+  }
 }
 
-template <Out kOut>
+template <Out kOut, bool kAF32 = false>
 TileFn tile_for(int mr, int nr) {
   switch (mr) {
-    case 1: return tile_for<1, kOut>(nr);
-    case 2: return tile_for<2, kOut>(nr);
-    case 3: return tile_for<3, kOut>(nr);
-    case 4: return tile_for<4, kOut>(nr);
-    case 5: return tile_for<5, kOut>(nr);
-    default: return tile_for<6, kOut>(nr);
+    case 1: return tile_for<1, kOut, kAF32>(nr);
+    case 2: return tile_for<2, kOut, kAF32>(nr);
+    case 3: return tile_for<3, kOut, kAF32>(nr);
+    case 4: return tile_for<4, kOut, kAF32>(nr);
+    case 5: return tile_for<5, kOut, kAF32>(nr);
+    default: return tile_for<6, kOut, kAF32>(nr);
   }
 }
 
 TileFn tile_for(const PairGemm& g, int mr, int nr) {
+  if (g.a_f32) {
+    return g.c_bf16 ? tile_for<Out::bf16, true>(mr, nr) : tile_for<Out::sums, true>(mr, nr);
+  }
   if (g.c_bf16) return tile_for<Out::bf16>(mr, nr);
+  if (g.widened) return tile_for<Out::widened>(mr, nr);
   return g.accumulate ? tile_for<Out::added>(mr, nr) : tile_for<Out::sums>(mr, nr);
 }
 
@@ -159,11 +261,6 @@ __mmask32 first_lanes32(int64_t count) {
 // Rows r and r + 1 (zeros when `pair` is false) of 32 columns from c, interleaved. Only the last
 // columns (kTail) use masked loads and stores: with masks in every chunk, even all-ones ones,
 // the attention's packings of 128 and 256 rows took 1.15-1.4x as long.
-// bf16 bits of 16 lanes, widened exactly to fp32.
-__m512 widen16(__m256i bits) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-
 // sums[0, 32) += row r, then += row r + 1 (when `pair`), masked to the first `count` columns in
 // the tail chunk: the column sums of pack_row_pairs_summing.
 template <bool kTail>
@@ -185,14 +282,10 @@ void add_rows(float* sums, __m512i x0, __m512i x1, bool pair, int64_t count) {
   }
 }
 
-template <bool kTail, bool kSum>
-void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t cols, uint16_t* out,
-                __m512i lo, __m512i hi, float* sums) {
-  const __mmask32 m = kTail ? first_lanes32(cols - c) : __mmask32(0xffffffffu);
-  const __m512i x0 = kTail ? _mm512_maskz_loadu_epi16(m, r0 + c) : _mm512_loadu_si512(r0 + c);
-  const __m512i x1 = !pair   ? _mm512_setzero_si512()
-                     : kTail ? _mm512_maskz_loadu_epi16(m, r0 + ld + c)
-                             : _mm512_loadu_si512(r0 + ld + c);
+// Columns [c, c + 32) of two rows x0 and x1 (bf16 bits), interleaved into out's pairs.
+template <bool kTail>
+void store_interleaved(uint16_t* out, int64_t c, int64_t cols, __m512i x0, __m512i x1, __m512i lo,
+                       __m512i hi) {
   const __m512i w0 = _mm512_permutex2var_epi16(x0, lo, x1);
   const __m512i w1 = _mm512_permutex2var_epi16(x0, hi, x1);
   if constexpr (kTail) {
@@ -203,7 +296,37 @@ void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t co
     _mm512_storeu_si512(out + 2 * c, w0);
     _mm512_storeu_si512(out + 2 * c + 32, w1);
   }
+}
+
+template <bool kTail, bool kSum>
+void pack_chunk(const uint16_t* r0, int64_t ld, bool pair, int64_t c, int64_t cols, uint16_t* out,
+                __m512i lo, __m512i hi, float* sums) {
+  const __mmask32 m = kTail ? first_lanes32(cols - c) : __mmask32(0xffffffffu);
+  const __m512i x0 = kTail ? _mm512_maskz_loadu_epi16(m, r0 + c) : _mm512_loadu_si512(r0 + c);
+  const __m512i x1 = !pair   ? _mm512_setzero_si512()
+                     : kTail ? _mm512_maskz_loadu_epi16(m, r0 + ld + c)
+                             : _mm512_loadu_si512(r0 + ld + c);
+  store_interleaved<kTail>(out, c, cols, x0, x1, lo, hi);
   if constexpr (kSum) add_rows<kTail>(sums + c, x0, x1, pair, cols - c);
+}
+
+// The fp32 values row[c, c + 32), rounded to bf16 bits (fewer in the tail chunk, zeros after).
+template <bool kTail>
+__m512i load_rounded32(const float* row, int64_t c, int64_t cols) {
+  if constexpr (kTail) {
+    const TailMasks m = tail_masks(size_t(cols - c));
+    return convert32(_mm512_maskz_loadu_ps(m.lo, row + c), _mm512_maskz_loadu_ps(m.hi, row + c + 16));
+  } else {
+    return convert32(_mm512_loadu_ps(row + c), _mm512_loadu_ps(row + c + 16));
+  }
+}
+
+template <bool kTail>
+void pack_chunk_f32(const float* r0, int64_t ld, bool pair, int64_t c, int64_t cols,
+                    uint16_t* out, __m512i lo, __m512i hi) {
+  const __m512i x0 = load_rounded32<kTail>(r0, c, cols);
+  const __m512i x1 = pair ? load_rounded32<kTail>(r0 + ld, c, cols) : _mm512_setzero_si512();
+  store_interleaved<kTail>(out, c, cols, x0, x1, lo, hi);
 }
 
 template <bool kSum>
@@ -255,6 +378,46 @@ void pack_row_pairs_summing(const uint16_t* src, int64_t ld, int64_t rows, int64
   pack_rows<true>(src, ld, rows, cols, dst, dst_ld, sums);
 }
 
+void pack_row_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                        int64_t dst_ld) {
+  const __m512i lo = interleave_index(0), hi = interleave_index(16);
+  const int64_t full = cols / 32 * 32;
+  for (int64_t r = 0; r < rows; r += 2) {
+    const float* r0 = src + r * ld;
+    const bool pair = r + 1 < rows;
+    uint16_t* out = dst + (r / 2) * dst_ld;
+    for (int64_t c = 0; c < full; c += 32) pack_chunk_f32<false>(r0, ld, pair, c, cols, out, lo, hi);
+    if (full < cols) pack_chunk_f32<true>(r0, ld, pair, full, cols, out, lo, hi);
+  }
+}
+
+void pack_column_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                           uint16_t* dst, int64_t dst_ld) {
+  // As pack_column_pairs: the row's values rounded 32 at a time make 16 words of pairs, and
+  // blocks of 16 rows x 16 words are transposed in registers.
+  const int64_t col_words = cols / 2;
+  for (int64_t r = 0; r < rows; r += 16) {
+    const int64_t nr = rows - r < 16 ? rows - r : 16;
+    const __mmask16 row_mask = __mmask16((1u << nr) - 1);
+    for (int64_t w = 0; w < col_words; w += 16) {
+      const int64_t nw = col_words - w < 16 ? col_words - w : 16;
+      __m512i x[16];
+      for (int i = 0; i < 16; ++i) {
+        if (i >= nr) {
+          x[i] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* row = src + (r + i) * ld;
+        x[i] = nw < 16 ? load_rounded32<true>(row, 2 * w, 2 * (w + nw))
+                       : load_rounded32<false>(row, 2 * w, 2 * (w + nw));
+      }
+      transpose16(x);
+      for (int i = 0; i < nw; ++i)
+        _mm512_mask_storeu_epi32(dst + (w + i) * dst_ld + 2 * r, row_mask, x[i]);
+    }
+  }
+}
+
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld) {
   // Word (r, w) of src, w = c / 2, goes to word (w, r) of dst: blocks of 16 x 16 words,
@@ -278,6 +441,48 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
   }
 }
 
+void transpose_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                       const float* bias, uint16_t* dst, int64_t ld_dst) {
+  // Blocks of 16 x 16 sums, transposed in registers as 32-bit words; each row of the transposed
+  // block gets its 16 biases and is rounded to 16 bf16.
+  for (int64_t r = 0; r < rows; r += 16) {
+    const int64_t nr = rows - r < 16 ? rows - r : 16;
+    const __mmask16 row_mask = __mmask16((1u << nr) - 1);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(row_mask, bias + r) : _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += 16) {
+      const int64_t nc = cols - c < 16 ? cols - c : 16;
+      const __mmask16 col_mask = __mmask16((1u << nc) - 1);
+      __m512i x[16];
+      for (int i = 0; i < 16; ++i) {
+        x[i] = i < nr ? _mm512_maskz_loadu_epi32(col_mask, src + (r + i) * ld_src + c)
+                      : _mm512_setzero_si512();
+      }
+      transpose16(x);
+      for (int i = 0; i < nc; ++i) {
+        const __m512 v = _mm512_castsi512_ps(x[i]);
+        const __m512i bits = convert32(bias ? _mm512_add_ps(v, b) : v, _mm512_setzero_ps());
+        _mm512_mask_storeu_epi16(dst + (c + i) * ld_dst + r, __mmask32(row_mask), bits);
+      }
+    }
+  }
+}
+
+void round_to_bf16_widened(const float* x, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i bits = convert32(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
+    _mm512_storeu_ps(out + i, widen16(_mm512_castsi512_si256(bits)));
+    _mm512_storeu_ps(out + i + 16, widen16(_mm512_extracti64x4_epi64(bits, 1)));
+  }
+  if (i < n) {
+    const TailMasks m = tail_masks(size_t(n - i));
+    const __m512i bits = convert32(_mm512_maskz_loadu_ps(m.lo, x + i),
+                                   _mm512_maskz_loadu_ps(m.hi, x + i + 16));
+    _mm512_mask_storeu_ps(out + i, m.lo, widen16(_mm512_castsi512_si256(bits)));
+    _mm512_mask_storeu_ps(out + i + 16, m.hi, widen16(_mm512_extracti64x4_epi64(bits, 1)));
+  }
+}
+
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
   const __m512 v = _mm512_set1_ps(d);
   rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
@@ -296,3 +501,5 @@ void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, f
 }
 
 }  // namespace mixp::kernels::avx512_bf16
+
+#pragma GCC diagnostic pop

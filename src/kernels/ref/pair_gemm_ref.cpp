@@ -38,13 +38,18 @@ void pair_gemm(const PairGemm& g) {
     for (int64_t j = 0; j < n_end; ++j) {
       float sum = g.accumulate && !g.c_bf16 ? g.c[i * g.ldc + j] : 0.0f;
       for (int64_t p = first; p < pairs; ++p) {
-        const uint32_t word = g.a[i * g.a_row + p * g.a_pair];
+        const uint32_t word =
+            g.a_f32 ? uint32_t(bfloat16(g.a_f32[2 * (i * g.a_row + p)]).bits) |
+                          uint32_t(bfloat16(g.a_f32[2 * (i * g.a_row + p) + 1]).bits) << 16
+                    : g.a[i * g.a_row + p * g.a_pair];
         const uint16_t* b = g.b + p * g.ldb + 2 * j;
         sum += widen(uint16_t(word & 0xffff)) * widen(b[0]);
         sum += widen(uint16_t(word >> 16)) * widen(b[1]);
       }
       if (g.c_bf16) {
         g.c_bf16[i * g.ldc + j] = bfloat16(g.bias ? sum + g.bias[j] : sum).bits;
+      } else if (g.widened) {
+        g.c[i * g.ldc + j] = float(bfloat16(sum));
       } else {
         g.c[i * g.ldc + j] = sum;
       }
@@ -74,6 +79,38 @@ void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t co
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) dst[(c / 2) * dst_ld + 2 * r + c % 2] = src[r * ld + c];
   }
+}
+
+void pack_row_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
+                        int64_t dst_ld) {
+  for (int64_t r = 0; r < rows + rows % 2; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      dst[(r / 2) * dst_ld + 2 * c + r % 2] = r < rows ? bfloat16(src[r * ld + c]).bits : uint16_t(0);
+    }
+  }
+}
+
+void pack_column_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                           uint16_t* dst, int64_t dst_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      dst[(c / 2) * dst_ld + 2 * r + c % 2] = bfloat16(src[r * ld + c]).bits;
+    }
+  }
+}
+
+void transpose_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                       const float* bias, uint16_t* dst, int64_t ld_dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = src[r * ld_src + c];
+      dst[c * ld_dst + r] = bfloat16(bias ? v + bias[r] : v).bits;
+    }
+  }
+}
+
+void round_to_bf16_widened(const float* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = float(bfloat16(x[i]));
 }
 
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
