@@ -38,8 +38,9 @@ struct LinearBackward : autograd::Node {
       // db from dW's kernel only where it sums grads[0] itself (a bf16 gradient), as the
       // separate sum would. An fp32 weight with bf16 x gets dW rounded to bf16 and widened.
       dw = empty(wv.shape(), wv.dtype(), MemoryTag::gradient, wv.device());
-      Tensor sums =
-          bias_grad && grads[0].dtype() == xv.dtype() ? empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device()) : Tensor();
+      Tensor sums = bias_grad && grads[0].dtype() == xv.dtype()
+                        ? empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device())
+                        : Tensor();
       if (kernels::linear_weight_grads(g.reshape({rows, out}), xv.reshape({rows, in}), dw, sums))
         db = sums;
     }
@@ -60,8 +61,8 @@ struct LinearBackward : autograd::Node {
 // it instead: the weight is a leaf or needs no gradient, so its gradient goes straight to the
 // leaf's accumulation, which would widen the cast's gradient in any case.
 bool product_rounds_weight(const Tensor& x, const Tensor& weight) {
-  const bool narrowable =
-      x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16);
+  const bool narrowable = x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16 ||
+                                          x.dtype() == DType::f16);
   return amp::autocast_enabled() && amp::autocast_dtype() == DType::bf16 && narrowable &&
          weight.defined() && weight.dtype() == DType::f32 &&
          (weight.is_leaf() || !weight.requires_grad());

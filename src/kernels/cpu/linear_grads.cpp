@@ -19,9 +19,11 @@ bool fused_applies(const Tensor& g, const Tensor& x, const Tensor& dw, const Ten
 bool fused_bf16(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db) {
   const int64_t rows = g.size(0), in = dw.size(1), out = dw.size(0);
   const int threads = num_threads();
-  Tensor space = empty(Shape{linear_weight_grad_workspace_bytes(rows, in, out, dw.dtype(), threads)}, DType::u8,
-                       MemoryTag::workspace);
-  Tensor sums = db.defined() ? empty(Shape{out}, DType::f32) : Tensor();
+  Tensor space =
+      empty(Shape{linear_weight_grad_workspace_bytes(rows, in, out, dw.dtype(), threads)},
+            DType::u8, MemoryTag::workspace);
+  Tensor sums =
+      db.defined() ? empty(Shape{out}, DType::f32, MemoryTag::workspace, db.device()) : Tensor();
   linear_weight_grad_fast(rows, in, out, g.raw_data(), x.raw_data(), dw.raw_data(), dw.dtype(),
                           db.defined() ? sums.data<float>() : nullptr, space.data<uint8_t>(),
                           threads);
