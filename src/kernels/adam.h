@@ -17,9 +17,8 @@ struct AdamConstants {
   float step_size, bc2_sqrt, b1, beta2, b2, eps, l2, shrink;
 };
 
-/// w, m, v updated in place from g, over n elements.
-void adam_f32(float* w, const float* g, float* m, float* v, int64_t n, const AdamConstants& c);
-
+/// w, m, v updated in place from g, over n elements: the scalar kernel and the AVX-512 one,
+/// which gives its bits. The optimizers' candidates (kernels/weight_update.h) call them by name.
 namespace ref {
 void adam_f32(float* w, const float* g, float* m, float* v, int64_t n, const AdamConstants& c);
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/master_split_isa.h"
 #include "kernels/registry.h"
 
 namespace mixp::kernels {
@@ -32,23 +33,5 @@ extern Kernel<JoinBf16MasterFn> join_bf16_master;
 /// The bf16 parameter and its master_low from an fp32 master: the inverse of join_bf16_master.
 using SplitBf16MasterFn = void(const Tensor& master, Tensor& param, Tensor& master_low);
 extern Kernel<SplitBf16MasterFn> split_bf16_master;
-
-void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
-                       uint8_t* ties);
-void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
-                      float* master);
-
-namespace ref {
-void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
-                       uint8_t* ties);
-void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
-                      float* master);
-}  // namespace ref
-namespace avx512 {
-void split_master_bf16(const float* master, int64_t n, uint16_t* param, uint16_t* low,
-                       uint8_t* ties);
-void join_master_bf16(const uint16_t* param, const uint16_t* low, const uint8_t* ties, int64_t n,
-                      float* master);
-}  // namespace avx512
 
 }  // namespace mixp::kernels

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/bf16_round_avx512.h"
-#include "kernels/master_split.h"
+#include "kernels/master_split_isa.h"
 
 namespace mixp::kernels::avx512 {
 namespace {

@@ -1,7 +1,7 @@
 // The scalar kernels of kernels/master_split.h: the bits of every ISA's.
 #include <bit>
 
-#include "kernels/master_split.h"
+#include "kernels/master_split_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
