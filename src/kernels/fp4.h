@@ -64,8 +64,10 @@ uint8_t mxfp4_scale_code(float amax, MxRounding rounding);
 
 /// Quantizes x [rows, cols] into packed [rows, ceil(cols / 2)] and scales [rows, nblocks].
 /// A block holding a NaN or an infinity gets the NaN scale (E4M3 0x7F, E8M0 0xFF) and zero codes.
+/// fp4_quantize_fast rounds 16 elements a step on AVX-512 where `vector` is set (the caller has
+/// checked the CPU has it), and by the branch-free scalar rounding otherwise; the same bits.
 void fp4_quantize_fast(const float* x, int64_t rows, int64_t cols, const Fp4Params& params,
-                       uint8_t* packed, uint8_t* scales);
+                       uint8_t* packed, uint8_t* scales, bool vector);
 void fp4_quantize_reference(const float* x, int64_t rows, int64_t cols, const Fp4Params& params,
                             uint8_t* packed, uint8_t* scales);
 

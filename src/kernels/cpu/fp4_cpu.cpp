@@ -10,7 +10,6 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/fp4.h"
 #include "kernels/stochastic_rounding.h"
-#include "mixp/cpu.h"
 
 namespace mixp::kernels {
 namespace {
@@ -87,10 +86,9 @@ void encode_row(const float* xr, const uint32_t* words, int64_t cols, const Fp4P
 }  // namespace
 
 void fp4_quantize_fast(const float* x, int64_t rows, int64_t cols, const Fp4Params& p,
-                       uint8_t* packed, uint8_t* scales) {
+                       uint8_t* packed, uint8_t* scales, bool vector) {
   const int64_t block = fp4_block(p.kind), nb = (cols + block - 1) / block;
   const int64_t row_bytes = (cols + 1) / 2, tile_rows = p.block_rows;
-  const bool vector = active_isa() >= Isa::avx512;
   const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(cols, 1));
   if (tile_rows > 1) {
     // A tile's scale needs all of its rows: the scales first, then the rows.

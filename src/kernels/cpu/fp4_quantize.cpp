@@ -8,7 +8,9 @@
 namespace mixp::kernels {
 namespace {
 
-template <bool Fast>
+enum class Encode { avx512, scalar_rows, reference };
+
+template <Encode How>
 void quantize_cpu(const Tensor& x, int64_t rows, int64_t cols, const Fp4Params& params,
                   Tensor& packed, Tensor& scales) {
   MIXP_CHECK(x.dtype() == DType::f32 && x.numel() == rows * cols, "fp4_quantize: expected ",
@@ -21,9 +23,11 @@ void quantize_cpu(const Tensor& x, int64_t rows, int64_t cols, const Fp4Params& 
              "fp4_quantize: the packed codes or scales do not fit a [", rows, ", ", cols,
              "] matrix");
   const float* xs = x.data<float>();
-  Fast ? fp4_quantize_fast(xs, rows, cols, params, packed.data<uint8_t>(), scales.data<uint8_t>())
-       : fp4_quantize_reference(xs, rows, cols, params, packed.data<uint8_t>(),
-                                scales.data<uint8_t>());
+  if constexpr (How == Encode::reference)
+    fp4_quantize_reference(xs, rows, cols, params, packed.data<uint8_t>(), scales.data<uint8_t>());
+  else
+    fp4_quantize_fast(xs, rows, cols, params, packed.data<uint8_t>(), scales.data<uint8_t>(),
+                      How == Encode::avx512);
 }
 
 // The exact block products of an FP4 operand as a [rows, cols] tensor of `dtype` (bf16 or f32).
@@ -87,8 +91,10 @@ void product_reference(const Tensor& a, const Tensor& b, Tensor& c) {
 }  // namespace
 
 Kernel<Fp4QuantizeFn> fp4_quantize(
-    "fp4_quantize", {{.name = "openmp", .fn = quantize_cpu<true>},
-                     {.name = "scalar", .fn = quantize_cpu<false>, .fallback = true}});
+    "fp4_quantize",
+    {{.name = "avx512", .isa = Isa::avx512, .fn = quantize_cpu<Encode::avx512>},
+     {.name = "openmp", .fn = quantize_cpu<Encode::scalar_rows>},
+     {.name = "scalar", .fn = quantize_cpu<Encode::reference>, .fallback = true}});
 
 Kernel<Fp4GemmFn> fp4_block_gemm(
     "fp4_block_gemm",

@@ -3,7 +3,7 @@
 // scalar versions.
 #include <immintrin.h>
 
-#include "kernels/stochastic_rounding.h"
+#include "kernels/stochastic_rounding_isa.h"
 
 namespace mixp::kernels::avx512 {
 namespace {

@@ -14,7 +14,7 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/master_split.h"
-#include "kernels/stochastic_rounding.h"
+#include "kernels/stochastic_rounding_isa.h"
 #include "kernels/weight_update.h"
 #include "mixp/convert.h"
 #include "mixp/error.h"

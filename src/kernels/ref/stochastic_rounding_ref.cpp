@@ -1,7 +1,7 @@
 // The scalar rounding of kernels/stochastic_rounding.h: the bits of every ISA's.
 #include <bit>
 
-#include "kernels/stochastic_rounding.h"
+#include "kernels/stochastic_rounding_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {

@@ -1,17 +1,10 @@
-// The kernels of kernels/stochastic_rounding.h for the active ISA. The scalar Philox is
-// mixp::philox_words in core.
+// The CPU candidates of kernels/stochastic_rounding.h: AVX-512, and the scalar references. The
+// scalar Philox is mixp::philox_words in core.
 #include "kernels/stochastic_rounding.h"
 
 #include <algorithm>
 
-#include "mixp/cpu.h"
-
 namespace mixp::kernels {
-
-void philox_words(const PhiloxState& state, uint64_t first, uint32_t* out, uint64_t count) {
-  if (active_isa() < Isa::avx512) return mixp::philox_words(state, first, out, count);
-  avx512::philox_words(state, first, out, count);
-}
 
 // The words before the first whole block and after the last run of 16 blocks are scalar.
 void avx512::philox_words(const PhiloxState& state, uint64_t first, uint32_t* out,
@@ -26,10 +19,13 @@ void avx512::philox_words(const PhiloxState& state, uint64_t first, uint32_t* ou
   mixp::philox_words(state, first + done, out + done, count - done);
 }
 
-void round_bf16_stochastic(const float* x, const uint32_t* words, unsigned shift, int64_t n,
-                           uint16_t* out) {
-  active_isa() >= Isa::avx512 ? avx512::round_bf16_stochastic(x, words, shift, n, out)
-                              : ref::round_bf16_stochastic(x, words, shift, n, out);
-}
+Kernel<PhiloxWordsFn> philox_words(
+    "philox_words", {{.name = "avx512", .isa = Isa::avx512, .fn = avx512::philox_words},
+                     {.name = "scalar", .fn = mixp::philox_words, .fallback = true}});
+
+Kernel<RoundBf16StochasticFn> round_bf16_stochastic(
+    "round_bf16_stochastic",
+    {{.name = "avx512", .isa = Isa::avx512, .fn = avx512::round_bf16_stochastic},
+     {.name = "scalar", .fn = ref::round_bf16_stochastic, .fallback = true}});
 
 }  // namespace mixp::kernels
