@@ -81,6 +81,8 @@ void reduce_chunks_in_rank_order(ConstBuffer contributions, int ranks, Buffer ou
   MIXP_ASSERT(reduced_in_rank_order(out.dtype, op));
   MIXP_ASSERT(contributions.dtype == out.dtype && ranks > 0 &&
               contributions.count == out.count * size_t(ranks));
+  // A rank's chunk of a small buffer can be empty, and its pointers null: nothing to add.
+  if (out.count == 0) return;
   switch (out.dtype) {
     case DType::f32: return ordered_sum<float>(contributions, ranks, out);
     case DType::f64: return ordered_sum<double>(contributions, ranks, out);

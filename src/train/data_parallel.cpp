@@ -313,7 +313,7 @@ std::string DataParallel::broadcast_text(const std::string& text) const {
   std::vector<int64_t> length{int64_t(text.size())};
   comm_.broadcast(std::span(length), 0);
   std::vector<uint8_t> bytes(static_cast<size_t>(length[0]));
-  if (rank() == 0) std::memcpy(bytes.data(), text.data(), bytes.size());
+  if (rank() == 0 && !bytes.empty()) std::memcpy(bytes.data(), text.data(), bytes.size());
   comm_.broadcast(std::span(bytes), 0);
   return std::string(bytes.begin(), bytes.end());
 }

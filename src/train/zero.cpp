@@ -30,6 +30,12 @@ std::optional<size_t> member_of(const std::string& key) {
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw_data()); }
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw_data()); }
 
+// memcpy that allows nothing to copy: a rank's piece of a small tensor can be empty, and an empty
+// tensor's or vector's pointer null, which memcpy may not be given even for zero bytes.
+void copy_bytes(void* to, const void* from, size_t bytes) {
+  if (bytes > 0) std::memcpy(to, from, bytes);
+}
+
 }  // namespace
 
 ZeroShards::ZeroShards(dist::Communicator& comm, const std::vector<Tensor>& params)
@@ -147,16 +153,16 @@ void ZeroShards::gather_parameters() {
   const size_t me = size_t(comm_.rank());
   std::vector<uint8_t> mine(block), all(block * size_t(comm_.size()));
   for (size_t i = 0; i < params_.size(); ++i)
-    std::memcpy(mine.data() + offsets[me][i], bytes_of(views_[i]), views_[i].nbytes());
+    copy_bytes(mine.data() + offsets[me][i], bytes_of(views_[i]), views_[i].nbytes());
   comm_.all_gather(std::span<const uint8_t>(mine), std::span(all));
   for (int r = 0; r < comm_.size(); ++r) {
     if (r == comm_.rank()) continue;
     for (size_t i = 0; i < params_.size(); ++i) {
       const Range piece = range(i, r);
       const size_t element = size_of(params_[i].dtype());
-      std::memcpy(bytes_of(params_[i]) + size_t(piece.begin) * element,
-                  all.data() + size_t(r) * block + offsets[size_t(r)][i],
-                  size_t(piece.size()) * element);
+      copy_bytes(bytes_of(params_[i]) + size_t(piece.begin) * element,
+                 all.data() + size_t(r) * block + offsets[size_t(r)][i],
+                 size_t(piece.size()) * element);
     }
   }
 }
@@ -192,8 +198,8 @@ StateDict ZeroShards::assemble(const std::vector<StateDict>& shards,
                      it->second.dtype() == first.dtype(),
                  "checkpoint shard ", r, " of ", shards.size(), " holds no piece '", key,
                  "' of ", ranges[i][r].size(), " elements, as this run's parameters need");
-      std::memcpy(bytes_of(full) + size_t(ranges[i][r].begin) * element, bytes_of(it->second),
-                  it->second.nbytes());
+      copy_bytes(bytes_of(full) + size_t(ranges[i][r].begin) * element, bytes_of(it->second),
+                 it->second.nbytes());
     }
     whole.tensors[key] = full;
   }

@@ -100,6 +100,22 @@ TEST(ReduceChunksInRankOrder, OrderedSumIsAChainOfTensorAdditions) {
   }
 }
 
+// A rank's chunk of a buffer smaller than the ranks is empty, with null pointers (an empty
+// std::vector's): every dtype and operation does nothing, and touches no memory (the sanitizers'
+// build checks the pointers are never passed on).
+TEST(ReduceChunksInRankOrder, AnEmptyChunkIsReducedToNothing) {
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    const std::vector<ReduceOp> ops = dtype == DType::f32 || dtype == DType::f64
+                                          ? std::vector<ReduceOp>{ReduceOp::ordered_sum}
+                                          : std::vector<ReduceOp>{ReduceOp::sum, ReduceOp::max,
+                                                                  ReduceOp::ordered_sum};
+    for (ReduceOp op : ops) {
+      EXPECT_NO_THROW(reduce_chunks_in_rank_order({nullptr, 0, dtype}, 4, {nullptr, 0, dtype}, op))
+          << name_of(dtype) << " " << name_of(op);
+    }
+  }
+}
+
 // The error of the rejected bf16 ring grows with the ranks, while one rounding of the fp32 sum
 // stays within one bf16 rounding of the exact sum at every rank count.
 TEST(Bf16Reduction, ANaiveRingDriftsWithTheRanksOneRoundingDoesNot) {
