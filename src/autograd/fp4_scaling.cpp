@@ -4,7 +4,6 @@
 // Like FP8's scaling (fp8_scaling.cpp) this sits with autograd, below the ops that use it.
 #include "mixp/amp/fp4.h"
 
-#include <algorithm>
 #include "kernels/fp4.h"
 #include "kernels/fp4_quantize.h"
 #include "kernels/fp8_quantize.h"
@@ -50,9 +49,8 @@ int64_t Fp4Tensor::bytes() const {
 }
 
 Tensor Fp4Tensor::dequantize() const {
-  Tensor out = empty(shape, DType::f32);
-  kernels::fp4_dequantize(data.data<uint8_t>(), block_scales.data<uint8_t>(), rows, cols,
-                          kind_of(scaling), tensor_scale, block_rows, out.data<float>());
+  Tensor out = empty(shape, DType::f32, MemoryTag::activation, data.device());
+  kernels::fp4_dequantize(matrix(*this), tensor_scale, out);
   return out;
 }
 
@@ -65,11 +63,11 @@ Fp4Tensor Fp4Tensor::transposed() const {
   t.shape = Shape{cols, rows};
   t.rows = cols;
   t.cols = rows;
-  t.data = empty({cols, (rows + 1) / 2}, DType::u8);
-  t.block_scales = empty({block_scales.size(1), block_scales.size(0)}, DType::u8);
-  kernels::fp4_transpose_tiled(data.data<uint8_t>(), block_scales.data<uint8_t>(), rows, cols,
-                               block_size(), t.data.data<uint8_t>(),
-                               t.block_scales.data<uint8_t>());
+  t.data = empty({cols, (rows + 1) / 2}, DType::u8, data.tag(), data.device());
+  t.block_scales = empty({block_scales.size(1), block_scales.size(0)}, DType::u8,
+                         block_scales.tag(), block_scales.device());
+  kernels::Fp4Matrix transpose = matrix(t);
+  kernels::fp4_transpose(matrix(*this), transpose);
   return t;
 }
 
@@ -130,13 +128,9 @@ Tensor random_hadamard16(const Tensor& x_in, const std::array<float, 16>& signs)
                signs[j], "; a sign is +1 or -1");
   NoGradGuard no_grad;
   const Tensor x = x_in.dtype() == DType::f32 ? x_in : x_in.to(DType::f32);
-  const int64_t rows = x.size(0), cols = x.size(1), padded = (cols + 15) / 16 * 16;
-  Tensor out = zeros({rows, padded}, DType::f32, MemoryTag::workspace);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy(src + r * cols, src + (r + 1) * cols, dst + r * padded);
-  kernels::hadamard16_rows(dst, rows, padded, signs.data());
+  const int64_t padded = (x.size(1) + 15) / 16 * 16;
+  Tensor out = empty({x.size(0), padded}, DType::f32, MemoryTag::workspace, x.device());
+  kernels::hadamard16(x, signs, out);
   return out;
 }
 

@@ -91,26 +91,6 @@ kernels::Fp8Operand::Kind operand_kind(Fp8Scaling scaling) {
   }
 }
 
-kernels::Fp8Operand operand(const Fp8Tensor& t) {
-  kernels::Fp8Operand op;
-  op.data = static_cast<const uint8_t*>(t.data.raw_data());
-  op.dtype = t.data.dtype();
-  switch (t.scaling) {
-    case Fp8Scaling::mxfp8:
-      op.kind = kernels::Fp8Operand::Kind::mx;
-      op.codes = t.block_scales.data<uint8_t>();
-      break;
-    case Fp8Scaling::block_1x128:
-    case Fp8Scaling::block_128x128:
-      op.kind = kernels::Fp8Operand::Kind::blocks;
-      op.block_scale_inv = t.block_scales.data<float>();
-      op.block_rows = t.block_rows;
-      break;
-    default: op.kind = kernels::Fp8Operand::Kind::per_tensor; op.scale_inv = t.scale_inv;
-  }
-  return op;
-}
-
 kernels::Fp8Matrix matrix(const Fp8Tensor& t) {
   const kernels::Fp8Operand::Kind kind = operand_kind(t.scaling);
   return {.codes = t.data,
@@ -136,13 +116,8 @@ Dims3 dims_of(const Tensor& t, const char* what) {
 
 Tensor Fp8Tensor::dequantize() const {
   const Dims3 d = dims_of(data, "Fp8Tensor::dequantize");
-  const kernels::Fp8Operand op = operand(*this);
-  Tensor out = empty(data.shape(), DType::f32);
-  float* o = out.data<float>();
-  for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t r = 0; r < d.rows; ++r)
-      for (int64_t c = 0; c < d.cols; ++c)
-        o[(b * d.rows + r) * d.cols + c] = kernels::fp8_operand_value(op, d.rows, d.cols, b, r, c);
+  Tensor out = empty(data.shape(), DType::f32, MemoryTag::activation, data.device());
+  kernels::fp8_dequantize(matrix(*this), d.batch, d.rows, d.cols, out);
   return out;
 }
 

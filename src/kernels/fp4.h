@@ -72,8 +72,9 @@ void fp4_quantize_reference(const float* x, int64_t rows, int64_t cols, const Fp
                             uint8_t* packed, uint8_t* scales);
 
 /// out[r, c] = e2m1 * block scale (* 1 / S_enc for nvfp4), in fp32; NaN under a NaN scale.
-void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                    Fp4Kind kind, float tensor_scale, int64_t block_rows, float* out);
+void fp4_dequantize_rows(const uint8_t* packed, const uint8_t* scales, int64_t rows,
+                         int64_t cols, Fp4Kind kind, float tensor_scale, int64_t block_rows,
+                         float* out);
 /// out[r, c] = e2m1 * block scale, without nvfp4's 1 / S_enc: what an FP4 tensor
 /// core multiplies. Exact: an E2M1 value has 2 significant bits and an E4M3 scale 4, and E8M0
 /// scales are powers of two within bf16's exponent range (the smallest products, 2^-128 and

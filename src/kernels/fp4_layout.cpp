@@ -36,8 +36,9 @@ std::vector<uint16_t> product_table(Fp4Kind kind) {
 
 }  // namespace
 
-void fp4_dequantize(const uint8_t* packed, const uint8_t* scales, int64_t rows, int64_t cols,
-                    Fp4Kind kind, float tensor_scale, int64_t block_rows, float* out) {
+void fp4_dequantize_rows(const uint8_t* packed, const uint8_t* scales, int64_t rows,
+                         int64_t cols, Fp4Kind kind, float tensor_scale, int64_t block_rows,
+                         float* out) {
   const int64_t block = fp4_block(kind), nb = (cols + block - 1) / block,
                 row_bytes = (cols + 1) / 2;
   // The global decode scale as Transformer Engine keeps it, 1 / S_enc in fp32, applied once to

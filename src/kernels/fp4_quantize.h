@@ -5,6 +5,7 @@
 // GEMM summing in double. Private to mixp.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "kernels/fp4.h"
@@ -28,6 +29,24 @@ struct Fp4Matrix {
   /// The device of its tensors; mixp::Error where they differ.
   Device device() const;
 };
+
+/// out (f32 [q.rows, q.cols]) = each E2M1 element times its block scale, times 1 / tensor_scale
+/// for nvfp4 (kernels/fp4.h's fp4_dequantize_rows); NaN under a NaN scale.
+using Fp4DequantizeFn = void(const Fp4Matrix& q, float tensor_scale, Tensor& out);
+extern Kernel<Fp4DequantizeFn> fp4_dequantize;
+
+/// t = the transpose of q, a [rows, cols] matrix in square tiles (q.block_rows == the block
+/// size): t's codes u8 [cols, ceil(rows / 2)] and scales u8 [ceil(cols / block),
+/// ceil(rows / block)], allocated by the caller; t.rows, t.cols and t.kind describe it. The same
+/// values, transposed, with no rounding (kernels/fp4.h's fp4_transpose_tiled).
+using Fp4TransposeFn = void(const Fp4Matrix& q, Fp4Matrix& t);
+extern Kernel<Fp4TransposeFn> fp4_transpose;
+
+/// out (f32 [rows, padded], padded = cols rounded up to 16) = the 16-point random Hadamard
+/// transform (kernels/fp4.h's hadamard16_rows) of x (f32 [rows, cols]) with zeros appended to
+/// each row.
+using Hadamard16Fn = void(const Tensor& x, const std::array<float, 16>& signs, Tensor& out);
+extern Kernel<Hadamard16Fn> hadamard16;
 
 /// c (f32 [a.rows, b.rows]) = (A B^T) * global, A's and B's values each element times its block
 /// scale (kernels/fp4.h's fp4_block_values: exact in bf16 and in f32), summed in fp32 (in double

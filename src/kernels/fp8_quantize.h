@@ -45,6 +45,12 @@ struct Fp8Matrix {
   Device device() const;
 };
 
+/// out (f32, [batch, rows, k]) = every code of q times its scale (kernels/fp8.h's
+/// fp8_operand_value): the values the GEMM multiplies. Exact products, one rounding to fp32.
+using Fp8DequantizeFn = void(const Fp8Matrix& q, int64_t batch, int64_t rows, int64_t k,
+                             Tensor& out);
+extern Kernel<Fp8DequantizeFn> fp8_dequantize;
+
 /// c (f32, [batch, m, n]) = A[b] B[b]^T, A [batch, m, k] and B [batch, n, k] of one kind.
 using Fp8GemmFn = void(const Fp8Matrix& a, const Fp8Matrix& b, int64_t batch, int64_t m,
                        int64_t n, int64_t k, Tensor& c);

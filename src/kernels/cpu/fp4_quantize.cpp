@@ -1,6 +1,8 @@
 // The CPU candidates of kernels/fp4_quantize.h.
 #include "kernels/fp4_quantize.h"
 
+#include <algorithm>
+
 #include "core/parallel.h"
 #include "kernels/gemm.h"
 #include "mixp/error.h"
@@ -63,6 +65,40 @@ void gemm_cpu(const Fp4Matrix& a, const Fp4Matrix& b, float global, Tensor& c) {
   scale_sums(c, global);
 }
 
+void dequantize_cpu(const Fp4Matrix& q, float tensor_scale, Tensor& out) {
+  MIXP_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
+             "fp4_dequantize: ", out.numel(), " ", name_of(out.dtype()),
+             " values cannot hold a [", q.rows, ", ", q.cols, "] matrix of f32");
+  fp4_dequantize_rows(q.packed.data<uint8_t>(), q.scales.data<uint8_t>(), q.rows, q.cols, q.kind,
+                      tensor_scale, q.block_rows, out.data<float>());
+}
+
+void transpose_cpu(const Fp4Matrix& q, Fp4Matrix& t) {
+  const int64_t block = fp4_block(q.kind);
+  MIXP_CHECK(q.block_rows == block && t.rows == q.cols && t.cols == q.rows && t.kind == q.kind &&
+                 t.packed.numel() == t.rows * ((t.cols + 1) / 2) &&
+                 t.scales.numel() == q.scales.numel(),
+             "fp4_transpose: the transpose of a [", q.rows, ", ", q.cols,
+             "] matrix in square tiles does not fit [", t.rows, ", ", t.cols, "]");
+  fp4_transpose_tiled(q.packed.data<uint8_t>(), q.scales.data<uint8_t>(), q.rows, q.cols, block,
+                      t.packed.data<uint8_t>(), t.scales.data<uint8_t>());
+}
+
+void hadamard16_cpu(const Tensor& x, const std::array<float, 16>& signs, Tensor& out) {
+  const int64_t rows = x.size(0), cols = x.size(1), padded = (cols + 15) / 16 * 16;
+  MIXP_CHECK(x.dtype() == DType::f32 && out.dtype() == DType::f32 &&
+                 out.numel() == rows * padded,
+             "hadamard16: expected f32 [", rows, ", ", cols, "] into f32 [", rows, ", ", padded,
+             "]");
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(src + r * cols, src + (r + 1) * cols, dst + r * padded);
+    std::fill(dst + r * padded + cols, dst + (r + 1) * padded, 0.0f);
+  }
+  hadamard16_rows(dst, rows, padded, signs.data());
+}
+
 template <typename... T>
 bool cpu_has_bf16_gemm(const T&...) {
   return gemm_fast_has_bf16();
@@ -95,6 +131,15 @@ Kernel<Fp4QuantizeFn> fp4_quantize(
     {{.name = "avx512", .isa = Isa::avx512, .fn = quantize_cpu<Encode::avx512>},
      {.name = "openmp", .fn = quantize_cpu<Encode::scalar_rows>},
      {.name = "scalar", .fn = quantize_cpu<Encode::reference>, .fallback = true}});
+
+Kernel<Fp4DequantizeFn> fp4_dequantize(
+    "fp4_dequantize", {{.name = "scalar", .fn = dequantize_cpu, .fallback = true}});
+
+Kernel<Fp4TransposeFn> fp4_transpose(
+    "fp4_transpose", {{.name = "scalar", .fn = transpose_cpu, .fallback = true}});
+
+Kernel<Hadamard16Fn> hadamard16("hadamard16",
+                                {{.name = "openmp", .fn = hadamard16_cpu, .fallback = true}});
 
 Kernel<Fp4GemmFn> fp4_block_gemm(
     "fp4_block_gemm",

@@ -85,6 +85,19 @@ void gemm_cpu(const Fp8Matrix& a, const Fp8Matrix& b, int64_t batch, int64_t m, 
        : fp8_gemm_reference(batch, m, n, k, oa, ob, c.data<float>());
 }
 
+void dequantize_cpu(const Fp8Matrix& q, int64_t batch, int64_t rows, int64_t k, Tensor& out) {
+  MIXP_CHECK(out.dtype() == DType::f32 && out.numel() == batch * rows * k &&
+                 q.codes.numel() == out.numel(),
+             "fp8_dequantize: ", q.codes.numel(), " codes into ", out.numel(), " ",
+             name_of(out.dtype()), " values of ", batch, " matrices [", rows, ", ", k, "]");
+  const Fp8Operand op = operand(q);
+  float* o = out.data<float>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < k; ++c)
+        o[(b * rows + r) * k + c] = fp8_operand_value(op, rows, k, b, r, c);
+}
+
 }  // namespace
 
 Kernel<Fp8AmaxFn> fp8_amax("fp8_amax",
@@ -102,6 +115,9 @@ Kernel<Fp8QuantizeMxFn> fp8_quantize_mx(
 Kernel<Fp8QuantizeBlocksFn> fp8_quantize_blocks(
     "fp8_quantize_blocks", {{.name = "openmp", .fn = blocks_cpu<true>},
                             {.name = "scalar", .fn = blocks_cpu<false>, .fallback = true}});
+
+Kernel<Fp8DequantizeFn> fp8_dequantize(
+    "fp8_dequantize", {{.name = "scalar", .fn = dequantize_cpu, .fallback = true}});
 
 Kernel<Fp8GemmFn> fp8_scaled_gemm(
     "fp8_scaled_gemm", {{.name = "onednn", .fn = gemm_cpu<true>},
