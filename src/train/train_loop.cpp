@@ -159,7 +159,7 @@ StepOutcome Trainer::step(const data::Batch& batch, const Before& before) {
   // Without a scaler nothing else would keep a NaN or an infinity out of the weights.
   bool nonfinite = !scaler_.is_enabled() && !(std::isfinite(out.loss) && std::isfinite(norm));
   if (parallel_ && !scaler_.is_enabled()) nonfinite = parallel_->any(nonfinite);
-  if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, before);
+  if (nonfinite && o_.on_nonfinite == OnNonFinite::stop) stop_nonfinite(out.loss, norm, before);
   out.dropped = nonfinite;
   out.applied = !nonfinite;
   if (out.applied)
@@ -264,18 +264,20 @@ double Trainer::clip_pieces(double max_norm) {
 
 // on_nonfinite = stop: nothing was updated; the state before the step is written as the
 // checkpoint of the previous step, and the run ends with the step, the loss and the gradient.
-void Trainer::stop_nonfinite(double loss, const Before& before) {
-  const std::string gradient = first_nonfinite_gradient(named_params_);
+void Trainer::stop_nonfinite(double loss, double grad_norm, const Before& before) {
+  std::string gradient = first_nonfinite_gradient(named_params_);
+  if (gradient.empty())
+    gradient = std::isfinite(grad_norm)
+                   ? "every gradient is finite"
+                   : "every gradient is finite, but their norm is " + number_text(grad_norm);
   for (auto& g : optimizers_) g.optimizer->zero_grad();
   std::string kept = "no checkpoint was written (checkpoints are off)";
   if (o_.checkpoint_every > 0) {
     save_checkpoint(&before);
     kept = "the last good state is checkpoint " + last_checkpoint_;
   }
-  throw Error(detail::concat("step ", c_.step + 1, ": the loss is ", number_text(loss),
-                             gradient.empty() ? std::string(" and every gradient is finite")
-                                              : std::string(" and ") + gradient,
-                             "; preset ", preset_.name,
+  throw Error(detail::concat("step ", c_.step + 1, ": the loss is ", number_text(loss), " and ",
+                             gradient, "; preset ", preset_.name,
                              " has no loss scaling to skip such steps. Nothing was updated; ", kept,
                              ". --on-nonfinite skip drops such batches instead"),
               SourceLocation::current());

@@ -78,7 +78,7 @@ class Trainer {
   double forward_backward(const data::Batch& batch);
   void update_low_precision_state();
   double clip_pieces(double max_norm);
-  [[noreturn]] void stop_nonfinite(double loss, const Before& before);
+  [[noreturn]] void stop_nonfinite(double loss, double grad_norm, const Before& before);
   void record(const StepOutcome& outcome);
   void write_metrics_history();
   StepMetrics close_window(const StepOutcome& last);

@@ -36,9 +36,21 @@ class Cli : public ::testing::Test {
 
   // Runs `mixp ARGS < input` in `cwd` (the test's own when empty), with input given as text.
   CliResult mixp(const std::string& args, const std::string& input = "", const fs::path& cwd = {}) {
+    return run_cli("", args, input, cwd);
+  }
+
+  // mixp(ARGS) in `cwd` on the fast kernels even in a suite run under MIXP_REFERENCE=1: for the
+  // runs a test compares bit for bit with a spawn()ed one, which always runs them, or with bits
+  // stored from the fast kernels.
+  CliResult mixp_fast(const std::string& args, const fs::path& cwd = {}) {
+    return run_cli("env -u MIXP_REFERENCE ", args, "", cwd);
+  }
+
+  CliResult run_cli(const std::string& prefix, const std::string& args,
+                    const std::string& input = "", const fs::path& cwd = {}) {
     const fs::path in = dir_ / "stdin", out = dir_ / "stdout", err = dir_ / "stderr";
     std::ofstream(in, std::ios::binary) << input;
-    std::string command = std::string("'") + MIXP_CLI_PATH + "' " + args + " < '" + in.string() +
+    std::string command = prefix + "'" + MIXP_CLI_PATH + "' " + args + " < '" + in.string() +
                           "' > '" + out.string() + "' 2> '" + err.string() + "'";
     if (!cwd.empty()) command = "cd '" + cwd.string() + "' && " + command;
     const int raw = std::system(command.c_str());
