@@ -146,7 +146,7 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
 /// normalizes, cuts and pools in one pass after the statistics and keeps a one-byte window place
 /// per output for backward, instead of a 64-bit index; the backward sends the gradient to the
 /// window's winner and runs batch_norm's backward. The triple nn::Sequential fuses
-/// (BatchNorm2d, ReLU, MaxPool2d(2)).
+/// (BatchNorm2d, ReLU, MaxPool2d(2)) on bf16 and f16 inputs.
 Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                   Tensor& running_mean, Tensor& running_var, bool training,
                                   double momentum = 0.1, double eps = 1e-5);

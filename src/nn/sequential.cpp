@@ -27,14 +27,17 @@ bool is_plain_pairs_pool(const UnaryModule& module) {
 
 // A BatchNorm2d followed by a ReLU runs as one op (ops::batch_norm_relu: the same results in
 // fewer passes over the data), and with a 2 x 2 MaxPool2d after them as another
-// (ops::batch_norm_relu_max_pool2d), on 4-d inputs.
+// (ops::batch_norm_relu_max_pool2d) on 4-d bf16 and f16 inputs. On f32 the three-way op is not
+// faster than batch_norm_relu and max_pool2d's vectorized kernels (docs/performance.md), so
+// those run.
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto* norm = dynamic_cast<BatchNorm2d*>(layers_[i].get());
     if (norm != nullptr && i + 1 < layers_.size() && !layers_[i + 1]->has_hooks() &&
         dynamic_cast<ReLU*>(layers_[i + 1].get()) != nullptr) {
-      if (i + 2 < layers_.size() && y.ndim() == 4 && is_plain_pairs_pool(*layers_[i + 2])) {
+      const bool half = y.dtype() == DType::bf16 || y.dtype() == DType::f16;
+      if (half && i + 2 < layers_.size() && y.ndim() == 4 && is_plain_pairs_pool(*layers_[i + 2])) {
         y = norm->forward_relu_max_pool(y);
         i += 2;
       } else {

@@ -5,7 +5,7 @@
 // fused kernels agree with their fallback (the unfused kernels, double accumulation in reference
 // mode) within the tests' tolerance and do not depend on the thread count; the bf16 and f16
 // rows on AVX-512 BF16 give the generic kernel's bits; nn::Sequential runs a BatchNorm2d, a ReLU
-// and a 2 x 2 MaxPool2d through it unless a hook watches the norm.
+// and a 2 x 2 MaxPool2d through it on 16-bit inputs unless a hook watches the norm.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -283,9 +283,9 @@ std::shared_ptr<nn::Sequential> norm_relu_pool(int64_t pool) {
   return seq;
 }
 
-// The cnn's pattern in a Sequential runs as the fused op; with a hook on the norm, the hook
-// sees batch norm's own output (full size, negative values included) and the result is
-// unchanged; other poolings are not fused.
+// The cnn's pattern in a Sequential runs as the fused op on bf16; with a hook on the norm, the
+// hook sees batch norm's own output (full size, negative values included) and the result is
+// unchanged; other poolings, and f32 inputs, are not fused.
 TEST(BatchNormReluPool, SequentialFusesNormReluAndPairPoolingUnlessAHookWatches) {
   Philox rng(PhiloxState{5, 0, 0});
   const Tensor x = randn({4, 6, 6, 6}, rng, 1.0, DType::bf16);
@@ -308,6 +308,9 @@ TEST(BatchNormReluPool, SequentialFusesNormReluAndPairPoolingUnlessAHookWatches)
   EXPECT_TRUE(same_bits(y.detach(), y_hooked.detach()));
   const Tensor y3 = norm_relu_pool(3)->forward(x);
   EXPECT_STREQ(y3.grad_fn()->name, "max_pool2d");
+  // On f32 the unfused kernels are the faster ones: batch_norm_relu, then max_pool2d.
+  const Tensor y_f32 = norm_relu_pool(2)->forward(x.to(DType::f32));
+  EXPECT_STREQ(y_f32.grad_fn()->name, "max_pool2d");
 }
 
 TEST(BatchNormReluPool, RejectsInputsWithoutTwoByTwoWindows) {

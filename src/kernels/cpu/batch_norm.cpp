@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -586,27 +587,47 @@ void relu_pool_forward_half(const Tensor& x, const Tensor& weight, const Tensor&
 
 /// One plane normalized, cut at zero and rounded as normalize_chunked<T, true, false> computes
 /// each value, then pooled as max_pool2d over the rounded values: a later value of a window
-/// wins only when greater (none is NaN or negative after the cut).
+/// wins only when greater (none is NaN or negative after the cut). rows: 2 w values of scratch
+/// (4 w for 16-bit T: the rounded copy as well).
 template <typename T>
 void relu_pool_plane(const T* x, int64_t h, int64_t w, Compute<T> m, Compute<T> rs,
                      Compute<T> scale, Compute<T> shift, Compute<T>* rows, T* y, uint8_t* window) {
   using C = Compute<T>;
   const int64_t oh = h / 2, ow = w / 2;
   for (int64_t i = 0; i < oh; ++i) {
-    widen(x + 2 * i * w, 2 * w, rows);
+    const C* in = rows;
+    if constexpr (std::is_same_v<T, C>) {
+      in = x + 2 * i * w;
+    } else {
+      widen(x + 2 * i * w, 2 * w, rows);
+    }
     for (int64_t k = 0; k < 2 * w; ++k) {
-      const C v = (rows[k] - m) * rs * scale + shift;
-      rows[k] = C(from_double<T>(double(v > C(0) ? v : C(0))));
+      const C v = (in[k] - m) * rs * scale + shift;
+      rows[k] = v > C(0) ? v : C(0);
+    }
+    // 16-bit T: the values rounded, then read back exactly for the comparisons.
+    T* rounded = reinterpret_cast<T*>(rows + 2 * w);
+    if constexpr (!std::is_same_v<T, C>) {
+      narrow(rows, 2 * w, rounded);
+      widen(rounded, 2 * w, rows);
     }
     for (int64_t j = 0; j < ow; ++j) {
       const C* top = rows + 2 * j;
       const C candidates[4] = {top[0], top[1], top[w], top[w + 1]};
+      // Selects rather than branches: which value wins is data, not a pattern to predict.
       uint8_t place = 0;
+      C best = candidates[0];
       for (uint8_t k = 1; k < 4; ++k) {
-        if (candidates[k] > candidates[place]) place = k;
+        const bool take = candidates[k] > best;
+        best = take ? candidates[k] : best;
+        place = take ? k : place;
       }
-      y[i * ow + j] = from_double<T>(double(candidates[place]));
       window[i * ow + j] = place;
+      if constexpr (std::is_same_v<T, C>) {
+        y[i * ow + j] = candidates[place];
+      } else {
+        y[i * ow + j] = rounded[(place / 2) * w + 2 * j + place % 2];
+      }
     }
   }
 }
@@ -624,7 +645,7 @@ void relu_pool_chunked(const Tensor& x, const Tensor& weight, const Tensor& bias
   T* yd = y.data<T>();
   uint8_t* wd = window.data<uint8_t>();
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
-    const auto rows = chunk_scratch<C>(2 * w);
+    const auto rows = chunk_scratch<C>(4 * w);
     for (int64_t u = begin; u < end; ++u) {
       const size_t c = size_t(u % geo.c);
       relu_pool_plane<T>(xd + u * h * w, h, w, st.mean[c], st.rstd[c],
@@ -662,30 +683,43 @@ void unfused_relu_pool_forward(const Tensor& x, const Tensor& weight, const Tens
   places_from_index(index, x.size(3), window);
 }
 
+/// One plane of scatter_winners: out [h, w] from y, window and g [oh, ow]. Plain pointers and
+/// selects: a branch on the cut would be mispredicted for half the windows.
+template <typename T>
+void scatter_plane(const T* __restrict y, const uint8_t* __restrict window, const T* __restrict g,
+                   int64_t oh, int64_t ow, int64_t w, T* __restrict out) {
+  const T zero = from_double<T>(0.0);
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; ++j) {
+      const int64_t o = i * ow + j;
+      bool passes = false;
+      if constexpr (sizeof(T) == 2) {
+        passes = y[o].bits != 0 && (g[o].bits & 0x7fff) != 0;
+      } else {
+        passes = y[o] > T(0) && g[o] != T(0);
+      }
+      const int k = window[o];
+      out[(2 * i + k / 2) * w + 2 * j + k % 2] = passes ? g[o] : zero;
+    }
+  }
+}
+
 /// ReLU's backward at each window's winner (g where y > 0; y is a ReLU's output, never -0 or
 /// NaN, so for the 16-bit formats where its bits are not zero), sent to the winner's place, +0
-/// elsewhere; a zero g arrives as +0, as max_pool2d_backward's fp32 sum from +0 makes it.
+/// (all bits zero) elsewhere; a zero g arrives as +0, as max_pool2d_backward's fp32 sum from +0
+/// makes it.
 template <typename T>
 void scatter_winners(const T* y, const uint8_t* window, const T* g, int64_t planes, int64_t h,
                      int64_t w, T* full) {
   const int64_t oh = h / 2, ow = w / 2;
-  const T zero = from_double<T>(0.0);
   parallel_for(planes, std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
                [&](int64_t begin, int64_t end) {
+                 std::memset(static_cast<void*>(full + begin * h * w), 0,
+                             size_t((end - begin) * h * w) * sizeof(T));
                  for (int64_t plane = begin; plane < end; ++plane) {
-                   T* out = full + plane * h * w;
-                   std::fill_n(out, h * w, zero);
-                   for (int64_t o = plane * oh * ow; o < (plane + 1) * oh * ow; ++o) {
-                     bool passes = false;
-                     if constexpr (sizeof(T) == 2) {
-                       passes = y[o].bits != 0;
-                     } else {
-                       passes = y[o] > T(0);
-                     }
-                     if (!passes || to_double(g[o]) == 0.0) continue;
-                     const int64_t i = (o / ow) % oh, j = o % ow, k = window[o];
-                     out[(2 * i + k / 2) * w + 2 * j + k % 2] = g[o];
-                   }
+                   const int64_t first = plane * oh * ow;
+                   scatter_plane<T>(y + first, window + first, g + first, oh, ow, w,
+                                    full + plane * h * w);
                  }
                });
 }
