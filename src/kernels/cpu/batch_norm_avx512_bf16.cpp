@@ -194,6 +194,37 @@ void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t 
   }
 }
 
+void batch_norm_relu_pool_scatter_plane(const uint16_t* y, const uint8_t* window, const uint16_t* g,
+                                        int64_t h, int64_t w, uint16_t* out) {
+  const int64_t oh = h / 2, ow = w / 2;
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; j += 16) {
+      const int64_t n = ow - j < 16 ? ow - j : 16;
+      const __mmask16 m = __mmask16((1u << n) - 1);
+      const __mmask32 pairs = __mmask32((uint64_t(1) << (2 * n)) - 1);
+      const int64_t o = i * ow + j;
+      const __m512i gv = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, g + o));
+      const __m512i yv = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, y + o));
+      const __m512i place = _mm512_maskz_cvtepu8_epi32(m, _mm_maskz_loadu_epi8(m, window + o));
+      const __mmask16 pass =
+          _mm512_test_epi32_mask(yv, yv) & _mm512_test_epi32_mask(gv, _mm512_set1_epi32(0x7fff));
+      // Each 32-bit lane holds a window's two columns: the left one in the low half.
+      auto row = [&](int first_place) {
+        const __mmask16 left =
+            pass & _mm512_cmpeq_epi32_mask(place, _mm512_set1_epi32(first_place));
+        const __mmask16 right =
+            pass & _mm512_cmpeq_epi32_mask(place, _mm512_set1_epi32(first_place + 1));
+        return _mm512_or_si512(_mm512_maskz_mov_epi32(left, gv),
+                               _mm512_maskz_mov_epi32(right, _mm512_slli_epi32(gv, 16)));
+      };
+      _mm512_mask_storeu_epi16(out + 2 * i * w + 2 * j, pairs, row(0));
+      _mm512_mask_storeu_epi16(out + (2 * i + 1) * w + 2 * j, pairs, row(2));
+    }
+    if (w % 2 != 0) out[2 * i * w + w - 1] = out[(2 * i + 1) * w + w - 1] = 0;
+  }
+  for (int64_t k = 2 * oh * w; k < h * w; ++k) out[k] = 0;
+}
+
 float batch_norm_sum(Half fmt, const uint16_t* x, int64_t n) {
   return fmt == Half::bf16 ? sum<Bf16>(x, n) : sum<F16>(x, n);
 }

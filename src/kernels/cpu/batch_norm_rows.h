@@ -41,4 +41,10 @@ void batch_norm_grad_rows(Half fmt, const uint16_t* x, const uint16_t* g, const 
 void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t w, uint16_t* y,
                                 uint8_t* window, float mean, float rstd, float scale, float shift);
 
+/// The backward's scatter of batch_norm_relu_pool_plane: out [h, w] (16-bit values) holds g [oh,
+/// ow] at each window's place where y's bits and g's magnitude bits are not zero (ReLU's mask;
+/// a zero g becomes +0), and +0 everywhere else, the last odd row and column included.
+void batch_norm_relu_pool_scatter_plane(const uint16_t* y, const uint8_t* window, const uint16_t* g,
+                                        int64_t h, int64_t w, uint16_t* out);
+
 }  // namespace mixp::kernels::avx512_bf16
