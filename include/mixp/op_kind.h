@@ -71,6 +71,7 @@ enum class OpKind : uint16_t {
   multi_head_attention,
   // normalization, fused
   batch_norm_relu,
+  batch_norm_relu_max_pool2d,
   count  // not an op: the number of ops; new ops go above it, each with a row in op_kind.cpp
 };
 // clang-format on

@@ -141,6 +141,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor& running_mean, Tensor& running_var, bool training,
                        double momentum = 0.1, double eps = 1e-5);
+/// max_pool2d(batch_norm_relu(...), 2, 2) for x [N, C, H, W] with H, W >= 2: the same
+/// arguments, results and gradients, bit for bit, without the full-size output. The forward
+/// normalizes, cuts and pools in one pass after the statistics and keeps a one-byte window place
+/// per output for backward, instead of a 64-bit index; the backward sends the gradient to the
+/// window's winner and runs batch_norm's backward. The triple nn::Sequential fuses
+/// (BatchNorm2d, ReLU, MaxPool2d(2)) on bf16 and f16 inputs.
+Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  Tensor& running_mean, Tensor& running_var, bool training,
+                                  double momentum = 0.1, double eps = 1e-5);
 
 // ---- layout (copies; reshape and slice are views, on Tensor) ----
 Tensor transpose(const Tensor& x, int dim0, int dim1);

@@ -54,4 +54,28 @@ using BatchNormReluBackwardFn = void(const Tensor& x, const Tensor& y, const Ten
                                      bool training, Tensor& dx, Tensor& dweight, Tensor& dbias);
 extern Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward;
 
+/// y = max_pool2d(max(batch_norm(x), 0)) over 2 x 2 windows every 2, for x [n, c, h, w] with
+/// h, w >= 2: batch_norm_relu_forward's statistics, running update and saved mean_out and
+/// rstd_out; y [n, c, h / 2, w / 2] in x's dtype, the bits of max pooling over
+/// batch_norm_relu_forward's output (each window's first greatest value in row-major order);
+/// window (u8, y's shape) the place of that value in its window: 0 top left, 1 top right,
+/// 2 bottom left, 3 bottom right. One pass over x after the statistics, without the full-size
+/// output or a 64-bit index. Fallback: batch_norm_relu_forward into a full-size buffer, then
+/// max_pool2d_forward, its index turned into window places.
+using BatchNormReluPoolFn = void(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 Tensor& running_mean, Tensor& running_var, BatchNormParams params,
+                                 Tensor& y, Tensor& window, Tensor& mean_out, Tensor& rstd_out);
+extern Kernel<BatchNormReluPoolFn> batch_norm_relu_pool_forward;
+
+/// The backward of batch_norm_relu_pool_forward: g (y's shape, x's dtype) sent to each window's
+/// place where y > 0 (ReLU's mask at the window's winner; exact), +0 everywhere else, then
+/// batch_norm_backward's sums and rounding on that full-size gradient. Fallback: ReLU's
+/// backward on the pooled values, max_pool2d_backward to the full size, then
+/// batch_norm_backward.
+using BatchNormReluPoolBackwardFn = void(const Tensor& x, const Tensor& y, const Tensor& window,
+                                         const Tensor& g, const Tensor& weight, const Tensor& mean,
+                                         const Tensor& rstd, bool training, Tensor& dx,
+                                         Tensor& dweight, Tensor& dbias);
+extern Kernel<BatchNormReluPoolBackwardFn> batch_norm_relu_pool_backward;
+
 }  // namespace mixp::kernels

@@ -1,7 +1,8 @@
 // 2-d convolution with fp32 accumulation, in the three passes training needs. Private to mixp.
 //   fast: oneDNN convolution for f32 and bf16 inputs (bf16 only where the CPU has AVX-512
 //         BF16, kernels::gemm_fast_has_bf16(); the caller widens otherwise), f32 output (the
-//         forward of bf16 inputs also bf16, with the bias added before the rounding).
+//         forward and the backward-data of bf16 inputs also bf16, the forward with the bias
+//         added before the rounding).
 //   reference: plain loops accumulating in double; f64 output for f64 inputs, else f32.
 // Layouts are PyTorch's, contiguous: x [n, c, h, w], weight [o, c / groups, kh, kw],
 // y [n, o, oh, ow].
@@ -31,6 +32,10 @@ void conv2d_forward_fast_to(const ConvShape& s, DType in, const void* x, const v
 /// dx = the gradient of conv with respect to x, from dy and weight.
 void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, const void* weight,
                                float* dx);
+/// The same rounded once from the fp32 accumulation to out: f32 or (for bf16 inputs) bf16, so
+/// that a bf16 gradient needs no fp32 buffer.
+void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, const void* weight,
+                                  DType out, void* dx);
 /// dweight = the gradient of conv with respect to weight, from x and dy.
 void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, const void* dy,
                                   float* dweight);

@@ -19,6 +19,12 @@ extern Kernel<Conv2dPassFn> conv2d_backward_data;
 /// dweight [o, c / groups, kh, kw] from (x, dy).
 extern Kernel<Conv2dPassFn> conv2d_backward_weights;
 
+/// dx [n, c, h, w] from (dy, weight), rounded once to dx's dtype: f32 (f64 for f64 inputs) or
+/// dy's dtype. Where the CPU multiplies bf16 natively, a bf16 dx is written by oneDNN from its
+/// fp32 accumulation, without an fp32 buffer; elsewhere conv2d_backward_data writes an fp32 (f64)
+/// buffer, narrowed once.
+extern Kernel<Conv2dPassFn> conv2d_backward_data_rounded;
+
 /// y [n, o, oh, ow] = conv(x, weight) + bias, rounded once to y's dtype: the forward pass of
 /// conv2d_forward (in fp32; in double for f64 and in its fallback) then the bias (any floating
 /// dtype, or undefined) added in the accumulation dtype as conv2d_add_bias adds it. y is f32

@@ -36,12 +36,14 @@ void BatchNorm2d::reset() {
   }
 }
 
-Tensor BatchNorm2d::run(const Tensor& x, bool relu) {
+Tensor BatchNorm2d::run(const Tensor& x, Fused fused) {
   MIXP_CHECK(x.defined() && (x.ndim() == 4 || x.ndim() == 2) && x.size(1) == options_.num_features,
              "BatchNorm2d: expected an input [N, ", options_.num_features, ", H, W], got ",
              x.defined() ? x.shape().to_string() : "an undefined tensor");
   const bool batch_stats = is_training() || !options_.track_running_stats;
-  const auto op = relu ? ops::batch_norm_relu : ops::batch_norm;
+  const auto op = fused == Fused::relu_max_pool ? ops::batch_norm_relu_max_pool2d
+                  : fused == Fused::relu        ? ops::batch_norm_relu
+                                                : ops::batch_norm;
   Tensor y = op(x, *weight_, *bias_, *running_mean_, *running_var_, batch_stats, options_.momentum,
                 options_.eps);
   if (is_training() && options_.track_running_stats) {
@@ -50,11 +52,16 @@ Tensor BatchNorm2d::run(const Tensor& x, bool relu) {
   return y;
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) { return run_forward_hooks(run(x, false)); }
+Tensor BatchNorm2d::forward(const Tensor& x) { return run_forward_hooks(run(x, Fused::none)); }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& x) {
   if (has_hooks()) return ops::relu(forward(x));
-  return run(x, true);
+  return run(x, Fused::relu);
+}
+
+Tensor BatchNorm2d::forward_relu_max_pool(const Tensor& x) {
+  if (has_hooks()) return ops::max_pool2d(ops::relu(forward(x)), 2, 2);
+  return run(x, Fused::relu_max_pool);
 }
 
 std::string BatchNorm2d::extra_repr() const {

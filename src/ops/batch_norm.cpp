@@ -16,6 +16,9 @@
 // Saved: x in its dtype, and the per-channel mean and rstd used, in fp32 (f64 for f64).
 // batch_norm_relu: relu(batch_norm(x)) by kernels that fuse the two (kernels/batch_norm.h), with
 // the same bits; it saves its output as well, whose sign is ReLU's backward mask.
+// batch_norm_relu_max_pool2d: max_pool2d(batch_norm_relu(x), 2, 2), x [N, C, H, W], H, W >= 2,
+// the result [N, C, H / 2, W / 2]; it saves its pooled output (ReLU's mask at each winner) and
+// the winner's place in each window (u8, 0..3), instead of max_pool2d's i64 index.
 #include <cmath>
 
 #include "kernels/batch_norm.h"
@@ -137,6 +140,35 @@ Tensor normalize(OpKind kind, const Tensor& x_in, const Tensor& weight_in, const
   return cast.output(y);
 }
 
+struct BatchNormReluPoolBackward : autograd::Node {
+  autograd::SavedTensor x, weight, mean, rstd;
+  autograd::SavedTensor y;  // the pooled output, whose sign is ReLU's mask at each winner
+  Tensor window;            // u8, y's shape: the winner's place in each window
+  DType weight_dtype = DType::f32, bias_dtype = DType::f32;
+  bool has_bias = false, training = true;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get(), yv = y.get();
+    const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
+    const bool want_dx = next[0].node != nullptr;
+    const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
+    Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
+    Tensor dw =
+        want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    Tensor db =
+        want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    kernels::batch_norm_relu_pool_backward(xv, yv, window, g, wv, mv, rv, training, dx, dw, db);
+    return {dx, dw, db};
+  }
+  void release() override {
+    x.reset();
+    weight.reset();
+    mean.reset();
+    rstd.reset();
+    y.reset();
+    window = Tensor();
+  }
+};
+
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& running_mean,
@@ -150,6 +182,43 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
                        double eps) {
   return normalize(OpKind::batch_norm_relu, x, weight, bias, running_mean, running_var, training,
                    momentum, eps);
+}
+
+Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& weight_in,
+                                  const Tensor& bias_in, Tensor& running_mean, Tensor& running_var,
+                                  bool training, double momentum, double eps) {
+  const char* op = "batch_norm_relu_max_pool2d";
+  const auto cast =
+      amp::autocast_inputs(OpKind::batch_norm_relu_max_pool2d, {&x_in, &weight_in, &bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
+  check_arguments(op, x, weight, bias, running_mean, running_var, training, momentum, eps);
+  MIXP_CHECK(x.ndim() == 4 && x.size(2) >= 2 && x.size(3) >= 2, op,
+             ": the input must be [N, C, H, W] with H and W at least 2 (2 x 2 windows), got ",
+             x.shape().to_string());
+  const Shape pooled{x.size(0), x.size(1), x.size(2) / 2, x.size(3) / 2};
+  Tensor y = empty(pooled, x.dtype(), MemoryTag::activation, x.device());
+  // Saved for backward: an activation.
+  Tensor window = empty(pooled, DType::u8, MemoryTag::activation, x.device());
+  const DType acc = detail::accumulation_dtype(x.dtype());
+  Tensor mean = empty({x.size(1)}, acc, MemoryTag::activation, x.device());
+  Tensor rstd = empty({x.size(1)}, acc, MemoryTag::activation, x.device());
+  const kernels::BatchNormParams params{.training = training, .momentum = momentum, .eps = eps};
+  kernels::batch_norm_relu_pool_forward(x, weight, bias, running_mean, running_var, params, y,
+                                        window, mean, rstd);
+  if (auto node = autograd::make_node<BatchNormReluPoolBackward>(op, {&x, &weight, &bias})) {
+    node->x = autograd::SavedTensor(x);
+    node->weight = autograd::SavedTensor(weight);
+    node->mean = autograd::SavedTensor(mean);
+    node->rstd = autograd::SavedTensor(rstd);
+    node->y = autograd::SavedTensor(y);
+    node->window = window;
+    if (weight.defined()) node->weight_dtype = weight.dtype();
+    if (bias.defined()) node->bias_dtype = bias.dtype();
+    node->has_bias = bias.defined();
+    node->training = training;
+    autograd::set_history(y, node);
+  }
+  return cast.output(y);
 }
 
 }  // namespace mixp::ops

@@ -8,7 +8,7 @@
 // in fp32 (bias's dtype). g is rounded to x's dtype first, as the low-precision backward of
 // mixed-precision training computes.
 // Kernels (kernels/conv2d.h): oneDNN for f32, and for bf16 where the CPU has AVX-512 BF16 (the
-// forward written straight to bf16, the bias added to its fp32 accumulation);
+// forward and dx written straight to bf16, the forward's bias added to its fp32 accumulation);
 // f16 (and bf16 elsewhere) widen exactly to f32 first; f64 and the fallback accumulate in double.
 #include "kernels/conv2d.h"
 #include "ops/op_helpers.h"
@@ -38,7 +38,8 @@ struct Conv2dBackward : autograd::Node {
     const Tensor g = grads[0].to(xv.dtype()).detach();
     Tensor dx, dw, db;
     if (next[0].node) {
-      dx = run_pass_to(kernels::conv2d_backward_data, shape, g, wv, xv.shape(), xv.dtype());
+      dx = empty(xv.shape(), xv.dtype(), MemoryTag::activation, xv.device());
+      kernels::conv2d_backward_data_rounded(shape, g, wv, dx);
     }
     if (next[1].node) {
       dw = run_pass_to(kernels::conv2d_backward_weights, shape, xv, g, wv.shape(), wv.dtype());

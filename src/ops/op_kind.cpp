@@ -117,6 +117,13 @@ constexpr OpInfo kOps[] = {
      .policy = fp32_compute,
      .fp32_output = false,
      .fp32_inside = true},
+    // batch_norm_relu then 2 x 2 max pooling: batch_norm's policy (pooling keeps its input's
+    // dtype).
+    {.kind = OpKind::batch_norm_relu_max_pool2d,
+     .name = "batch_norm_relu_max_pool2d",
+     .policy = fp32_compute,
+     .fp32_output = false,
+     .fp32_inside = true},
 };
 static_assert(std::size(kOps) == size_t(kOpKindCount), "every OpKind needs a row in kOps");
 

@@ -212,6 +212,57 @@ TEST(Conv2d, Bf16ForwardWrittenDirectlyFlushesASubnormalSumAsOneDnnsProductsDo) 
   }
 }
 
+// The bf16 input gradient that oneDNN writes straight to bf16 has the bits of the fp32 pass
+// rounded once to bf16 (the path through an fp32 buffer), on the same shapes as the forward's;
+// so has x's gradient from ops::conv2d's backward, which runs it.
+TEST(Conv2d, Bf16BackwardDataWrittenDirectlyIsTheFp32PassRoundedOnce) {
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad, groups;
+  };
+  const std::vector<Case> cases = {{{64, 32, 14, 14}, {64, 32, 3, 3}, 1, 1, 1},
+                                   {{3, 5, 9, 11}, {7, 5, 3, 3}, 2, 1, 1},
+                                   {{2, 6, 8, 8}, {9, 2, 3, 3}, 1, 0, 3},
+                                   {{2, 3, 7, 7}, {5, 3, 1, 1}, 1, 0, 1}};
+  Philox rng(PhiloxState{92, 0, 0});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string());
+    const kernels::ConvShape s = conv_shape(c.x, c.w, c.stride, c.pad, c.groups);
+    const Tensor w = randn(c.w, rng, 0.5, DType::bf16);
+    const Tensor dy = randn({s.n, s.o, s.oh, s.ow}, rng, 1.0, DType::bf16);
+    Tensor wide = empty(c.x, DType::f32);
+    kernels::conv2d_backward_data(s, dy, w, wide);
+    const Tensor want = wide.to(DType::bf16);
+    Tensor got = empty(c.x, DType::bf16);
+    kernels::conv2d_backward_data_rounded(s, dy, w, got);
+    if (!reference_mode() && best_isa() >= Isa::avx512_bf16) {
+      EXPECT_STREQ(kernels::conv2d_backward_data_rounded.select(s, dy, w, got).name,
+                   "onednn_bf16_direct");
+    }
+    ASSERT_EQ(std::memcmp(got.raw_data(), want.raw_data(), size_t(want.numel()) * 2), 0);
+    Tensor x = randn(c.x, rng, 1.0, DType::bf16).set_requires_grad(true);
+    ops::conv2d(x, w, Tensor(), make(c.stride, c.stride, c.pad, c.pad, 1, 1, c.groups))
+        .backward(dy);
+    ASSERT_EQ(x.grad().dtype(), DType::bf16);
+    EXPECT_EQ(std::memcmp(x.grad().raw_data(), want.raw_data(), size_t(want.numel()) * 2), 0);
+  }
+}
+
+// As the forward's, the one exception: an fp32 sum below 2^-126 is flushed to zero by oneDNN's
+// rounding where mixp's rounding keeps the bf16 subnormal. Here dy is one subnormal.
+TEST(Conv2d, Bf16BackwardDataWrittenDirectlyFlushesASubnormalSum) {
+  const double tiny = std::ldexp(1.0, -130);  // a bf16 subnormal
+  const Tensor dy = from_values({0, 0, 0, 0, tiny, 0, 0, 0, 0}, {1, 1, 3, 3}, DType::bf16);
+  const Tensor w = ones({1, 2, 3, 3}, DType::bf16);
+  const kernels::ConvShape s = conv_shape({1, 2, 3, 3}, w.shape(), 1, 1, 1);
+  Tensor dx = empty({1, 2, 3, 3}, DType::bf16);
+  kernels::conv2d_backward_data_rounded(s, dy, w, dx);
+  const bool direct =
+      std::string(kernels::conv2d_backward_data_rounded.select(s, dy, w, dx).name) ==
+      "onednn_bf16_direct";
+  for (double v : dx.to_vector()) EXPECT_EQ(v, direct ? 0.0 : tiny);
+}
+
 // The registry's choice among conv2d's kernels: oneDNN on bf16 only with AVX-512 BF16 active,
 // f16 and bf16 otherwise widened, f64 and reference mode on the double loops; the bias gradient
 // fused where it keeps ops::sum's order.
@@ -241,6 +292,19 @@ TEST(Conv2d, KernelsAreChosenByDtypeIsaAndShape) {
   {
     IsaLimit no_bf16(Isa::avx512);
     EXPECT_EQ(forward(DType::bf16), "onednn_widened");
+  }
+  {
+    const Tensor dy = zeros({1, 3, 2, 2}, DType::bf16), w = zeros({3, 2, 3, 3}, DType::bf16);
+    Tensor dx = empty({1, 2, 4, 4}, DType::bf16);
+    const std::string chosen = kernels::conv2d_backward_data_rounded.select(s, dy, w, dx).name;
+    EXPECT_EQ(chosen,
+              best_isa() >= Isa::avx512_bf16 ? "onednn_bf16_direct" : "through_accumulation");
+    Tensor dx_f32 = empty({1, 2, 4, 4}, DType::f32);
+    EXPECT_STREQ(kernels::conv2d_backward_data_rounded.select(s, dy, w, dx_f32).name,
+                 "through_accumulation");
+    IsaLimit no_bf16(Isa::avx512);
+    EXPECT_STREQ(kernels::conv2d_backward_data_rounded.select(s, dy, w, dx).name,
+                 "through_accumulation");
   }
   EXPECT_EQ(bias_grad({2, 3, 4, 4}, DType::bf16), "openmp_fused");
   EXPECT_EQ(bias_grad({2, 3, 4, 4}, DType::f64), "by_dims");

@@ -259,6 +259,23 @@ std::vector<OpCase> all_op_cases() {
                    [batch_norm_relu](const V& v) { return batch_norm_relu(v, true); },
                    100,
                    false});
+  // The same followed by 2 x 2 max pooling, in one op; odd widths leave a column unread.
+  auto batch_norm_relu_pool = [](const V& v, bool training) {
+    const int64_t c = v[0].size(1);
+    Tensor running_mean = zeros({c}), running_var = ones({c});
+    return ops::batch_norm_relu_max_pool2d(v[0], v[1], v[2], running_mean, running_var, training,
+                                           0.1, 1e-5);
+  };
+  cases.push_back({"batch_norm_relu_max_pool2d/train_nchw",
+                   {{{4, 3, 6, 5}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm_relu_pool](const V& v) { return batch_norm_relu_pool(v, true); },
+                   120,
+                   false});
+  cases.push_back({"batch_norm_relu_max_pool2d/eval_nchw",
+                   {{{2, 3, 4, 4}, any}, {{3}, any}, {{3}, any}},
+                   [batch_norm_relu_pool](const V& v) { return batch_norm_relu_pool(v, false); },
+                   32,
+                   false});
   cases.push_back({"batch_norm_relu/eval_2d",
                    {{{8, 3}, any}, {{3}, any}, {{3}, any}},
                    [batch_norm_relu](const V& v) { return batch_norm_relu(v, false); },

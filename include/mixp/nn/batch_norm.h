@@ -37,6 +37,9 @@ class BatchNorm2d : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   /// relu(forward(x)), the two in one op (ops::batch_norm_relu) when no hook is attached.
   Tensor forward_relu(const Tensor& x);
+  /// max_pool2d(relu(forward(x)), 2, 2), the three in one op (ops::batch_norm_relu_max_pool2d)
+  /// when no hook is attached; x [N, C, H, W].
+  Tensor forward_relu_max_pool(const Tensor& x);
   void reset();
 
   const BatchNorm2dOptions& options() const { return options_; }
@@ -52,8 +55,11 @@ class BatchNorm2d : public UnaryModule {
   std::string extra_repr() const override;
 
  private:
-  /// The op (batch_norm, or batch_norm_relu), and the count of batches; no hooks.
-  Tensor run(const Tensor& x, bool relu);
+  /// What runs after the normalization inside its op.
+  enum class Fused : uint8_t { none, relu, relu_max_pool };
+  /// The op (batch_norm, batch_norm_relu or batch_norm_relu_max_pool2d), and the count of
+  /// batches; no hooks.
+  Tensor run(const Tensor& x, Fused fused);
   BatchNorm2dOptions options_;
   Tensor none_;
   Tensor* weight_ = &none_;

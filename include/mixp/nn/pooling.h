@@ -22,6 +22,7 @@ class MaxPool2d : public UnaryModule {
  public:
   explicit MaxPool2d(const MaxPool2dOptions& options) : options_(options) {}
   Tensor forward(const Tensor& x) override;
+  const MaxPool2dOptions& options() const { return options_; }
 
  protected:
   std::string type_name() const override { return "MaxPool2d"; }

@@ -116,7 +116,114 @@ void grad_rows(const uint16_t* x, const uint16_t* g, const uint16_t* relu_y, uin
   });
 }
 
+// A window's columns 2j and 2j + 1 for 16 windows of a row: 32 consecutive inputs (fewer
+// under the mask), each pair the two halves of a 32-bit lane, the left one the low half.
+struct Columns {
+  __m512 left, right;
+};
+
+// Each lane of (left, right) rounded to bf16 (rows_to_bf16's rounding, lane by lane) and read
+// back exactly as fp32.
+Columns rounded(Half fmt, Columns v) {
+  if (fmt == Half::bf16) {
+    const __m512i r = convert32(v.left, v.right);
+    const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(r));
+    const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1));
+    return {.left = _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)),
+            .right = _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16))};
+  }
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  return {.left = _mm512_cvtph_ps(_mm512_cvtps_ph(v.left, kNearest)),
+          .right = _mm512_cvtph_ps(_mm512_cvtps_ph(v.right, kNearest))};
+}
+
+// The two columns of 16 windows of one input row, normalized, cut at zero and rounded.
+Columns normalized_columns(Half fmt, const uint16_t* at, __mmask32 mask, __m512 m, __m512 rs,
+                           __m512 sc, __m512 sh) {
+  const __m512i v = _mm512_maskz_loadu_epi16(mask, at);
+  Columns c;
+  if (fmt == Half::bf16) {
+    c.left = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    c.right = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))));
+  } else {
+    c.left = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(v, _mm512_set1_epi32(0xffff))));
+    c.right = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+  }
+  // rows' operations in its order; vmaxps returns its second operand (+0) for a NaN or -0.
+  const __m512 zero = _mm512_setzero_ps();
+  auto normalize = [&](__m512 x) {
+    return _mm512_max_ps(
+        _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(x, m), rs), sc), sh), zero);
+  };
+  return rounded(fmt, {.left = normalize(c.left), .right = normalize(c.right)});
+}
+
 }  // namespace
+
+void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t w, uint16_t* y,
+                                uint8_t* window, float mean, float rstd, float scale, float shift) {
+  const __m512 m = _mm512_set1_ps(mean), rs = _mm512_set1_ps(rstd);
+  const __m512 sc = _mm512_set1_ps(scale), sh = _mm512_set1_ps(shift);
+  const int64_t oh = h / 2, ow = w / 2;
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; j += 16) {
+      const int64_t n = ow - j < 16 ? ow - j : 16;
+      const __mmask16 out_mask = __mmask16((1u << n) - 1);
+      const __mmask32 in_mask = __mmask32((uint64_t(1) << (2 * n)) - 1);
+      const uint16_t* top = x + 2 * i * w + 2 * j;
+      const Columns a = normalized_columns(fmt, top, in_mask, m, rs, sc, sh);
+      const Columns b = normalized_columns(fmt, top + w, in_mask, m, rs, sc, sh);
+      // Every value is +0 or more, never NaN: a later one wins only when greater.
+      __m512 held = a.left;
+      __m512i place = _mm512_setzero_si512();
+      const __m512 order[3] = {a.right, b.left, b.right};
+      for (int k = 0; k < 3; ++k) {
+        const __mmask16 take = _mm512_cmp_ps_mask(order[k], held, _CMP_GT_OQ);
+        held = _mm512_mask_blend_ps(take, held, order[k]);
+        place = _mm512_mask_blend_epi32(take, place, _mm512_set1_epi32(k + 1));
+      }
+      const int64_t o = i * ow + j;
+      if (fmt == Half::bf16) {
+        _mm512_mask_cvtepi32_storeu_epi16(y + o, out_mask,
+                                          _mm512_srli_epi32(_mm512_castps_si512(held), 16));
+      } else {  // an f16 value read back: converting again is exact
+        _mm256_mask_storeu_epi16(y + o, out_mask, _mm512_cvtps_ph(held, _MM_FROUND_TO_NEAREST_INT));
+      }
+      _mm512_mask_cvtepi32_storeu_epi8(window + o, out_mask, place);
+    }
+  }
+}
+
+void batch_norm_relu_pool_scatter_plane(const uint16_t* y, const uint8_t* window, const uint16_t* g,
+                                        int64_t h, int64_t w, uint16_t* out) {
+  const int64_t oh = h / 2, ow = w / 2;
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; j += 16) {
+      const int64_t n = ow - j < 16 ? ow - j : 16;
+      const __mmask16 m = __mmask16((1u << n) - 1);
+      const __mmask32 pairs = __mmask32((uint64_t(1) << (2 * n)) - 1);
+      const int64_t o = i * ow + j;
+      const __m512i gv = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, g + o));
+      const __m512i yv = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, y + o));
+      const __m512i place = _mm512_maskz_cvtepu8_epi32(m, _mm_maskz_loadu_epi8(m, window + o));
+      const __mmask16 pass =
+          _mm512_test_epi32_mask(yv, yv) & _mm512_test_epi32_mask(gv, _mm512_set1_epi32(0x7fff));
+      // Each 32-bit lane holds a window's two columns: the left one in the low half.
+      auto row = [&](int first_place) {
+        const __mmask16 left =
+            pass & _mm512_cmpeq_epi32_mask(place, _mm512_set1_epi32(first_place));
+        const __mmask16 right =
+            pass & _mm512_cmpeq_epi32_mask(place, _mm512_set1_epi32(first_place + 1));
+        return _mm512_or_si512(_mm512_maskz_mov_epi32(left, gv),
+                               _mm512_maskz_mov_epi32(right, _mm512_slli_epi32(gv, 16)));
+      };
+      _mm512_mask_storeu_epi16(out + 2 * i * w + 2 * j, pairs, row(0));
+      _mm512_mask_storeu_epi16(out + (2 * i + 1) * w + 2 * j, pairs, row(2));
+    }
+    if (w % 2 != 0) out[2 * i * w + w - 1] = out[(2 * i + 1) * w + w - 1] = 0;
+  }
+  for (int64_t k = 2 * oh * w; k < h * w; ++k) out[k] = 0;
+}
 
 float batch_norm_sum(Half fmt, const uint16_t* x, int64_t n) {
   return fmt == Half::bf16 ? sum<Bf16>(x, n) : sum<F16>(x, n);

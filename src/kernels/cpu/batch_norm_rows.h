@@ -33,4 +33,18 @@ void batch_norm_grad_rows(Half fmt, const uint16_t* x, const uint16_t* g, const 
                           uint16_t* dx, int64_t n, float mean, float rstd, float scale,
                           float mean_g, float mean_gx, bool training);
 
+/// One plane [h, w] of x normalized and cut at zero as batch_norm_rows with relu, each value
+/// rounded, then its 2 x 2 windows every 2 (oh = h / 2, ow = w / 2; a last odd row or column is
+/// read by none): y [oh, ow] the first greatest rounded value of each window in row-major order
+/// and window [oh, ow] its place in the window (0 top left, 1 top right, 2 bottom left, 3 bottom
+/// right), the bits and choices of max pooling over batch_norm_rows' output.
+void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t w, uint16_t* y,
+                                uint8_t* window, float mean, float rstd, float scale, float shift);
+
+/// The backward's scatter of batch_norm_relu_pool_plane: out [h, w] (16-bit values) holds g [oh,
+/// ow] at each window's place where y's bits and g's magnitude bits are not zero (ReLU's mask;
+/// a zero g becomes +0), and +0 everywhere else, the last odd row and column included.
+void batch_norm_relu_pool_scatter_plane(const uint16_t* y, const uint8_t* window, const uint16_t* g,
+                                        int64_t h, int64_t w, uint16_t* out);
+
 }  // namespace mixp::kernels::avx512_bf16

@@ -1,8 +1,8 @@
 // The CPU candidates of kernels/conv2d.h: oneDNN's convolution on bf16 where the CPU has
-// AVX-512 BF16 (the forward also straight to bf16, bias included), on f32, and on f16 and bf16
-// widened to f32; the bias and its gradient split
-// over the threads; the fallbacks, the double-accumulating loops of kernels/ref/conv_ref.cpp and
-// ops::sum's passes through the sum_lines kernel.
+// AVX-512 BF16 (the forward, bias included, and the backward-data also straight to bf16), on
+// f32, and on f16 and bf16 widened to f32; the bias and its gradient split over the threads;
+// the fallbacks, the double-accumulating loops of kernels/ref/conv_ref.cpp and ops::sum's
+// passes through the sum_lines kernel.
 #include "kernels/conv2d.h"
 
 #include <algorithm>
@@ -201,7 +201,39 @@ void through_accumulation(const ConvShape& s, const Tensor& x, const Tensor& wei
   y.copy_(wide);
 }
 
+bool bf16_to_bf16_pass(const ConvShape&, const Tensor& dy, const Tensor&, const Tensor& dx) {
+  return dy.dtype() == DType::bf16 && dx.dtype() == DType::bf16;
+}
+
+void onednn_bf16_direct_backward_data(const ConvShape& s, const Tensor& dy, const Tensor& weight,
+                                      Tensor& dx) {
+  conv2d_backward_data_fast_to(s, DType::bf16, dy.raw_data(), weight.raw_data(), DType::bf16,
+                               dx.raw_data());
+}
+
+// The pass into the accumulation dtype (dx itself when it has that dtype, else a workspace
+// buffer), then one rounding to dx's dtype.
+void backward_data_through_accumulation(const ConvShape& s, const Tensor& dy, const Tensor& weight,
+                                        Tensor& dx) {
+  const DType acc = dy.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (dx.dtype() == acc) {
+    conv2d_backward_data(s, dy, weight, dx);
+    return;
+  }
+  Tensor wide = empty(dx.shape(), acc, MemoryTag::workspace, dx.device());
+  conv2d_backward_data(s, dy, weight, wide);
+  dx.copy_(wide);
+}
+
 }  // namespace
+
+Kernel<Conv2dPassFn> conv2d_backward_data_rounded(
+    "conv2d_backward_data_rounded",
+    {{.name = "onednn_bf16_direct",
+      .isa = Isa::avx512_bf16,
+      .applies = bf16_to_bf16_pass,
+      .fn = onednn_bf16_direct_backward_data},
+     {.name = "through_accumulation", .fn = backward_data_through_accumulation, .fallback = true}});
 
 Kernel<Conv2dBiasedForwardFn> conv2d_biased_forward(
     "conv2d_biased_forward",

@@ -210,17 +210,24 @@ void conv2d_forward_fast_to(const ConvShape& s, DType in, const void* x, const v
 
 void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, const void* weight,
                                float* dx) {
+  conv2d_backward_data_fast_to(s, in, dy, weight, DType::f32, dx);
+}
+
+void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, const void* weight,
+                                  DType out, void* dx) {
   check_input(in);
+  MIXP_ASSERT(out == DType::f32 || (out == DType::bf16 && in == DType::bf16),
+              "oneDNN convolution's backward-data from ", name_of(in), " to ", name_of(out));
   if (s.n == 0) return;
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
-  const dt t = dnnl_type(in);
+  const dt t = dnnl_type(in), out_t = dnnl_type(out);
   try {
     const auto c =
         cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-            {.shape = s, .in = in}, [&] {
+            {.shape = s, .in = in, .out = out}, [&] {
               const dnnl::convolution_backward_data::desc d(
-                  dnnl::algorithm::convolution_direct, any(g.src, dt::f32), any(g.weights, t),
+                  dnnl::algorithm::convolution_direct, any(g.src, out_t), any(g.weights, t),
                   any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
               return dnnl::convolution_backward_data::primitive_desc(d, r.engine,
                                                                      forward_pd(g, t, r));
@@ -234,7 +241,7 @@ void conv2d_backward_data_fast(const ConvShape& s, DType in, const void* dy, con
          .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
          .want = pd.weights_desc()},
         {.arg = DNNL_ARG_DIFF_SRC,
-         .user = {{g.src, dt::f32, tag::nchw}, r.engine, dx},
+         .user = {{g.src, out_t, tag::nchw}, r.engine, dx},
          .want = pd.diff_src_desc()},
         r);
   } catch (const dnnl::error& e) {
