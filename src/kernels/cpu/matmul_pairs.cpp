@@ -29,13 +29,6 @@ int64_t panel_elements(int64_t k) { return k * kPanel; }  // k / 2 pairs of 64 x
 
 }  // namespace
 
-// k up to 4096: a panel (k / 2 pairs of 64 columns) then fits in L2 with its block of A. At
-// k = 4096 the tiles measured 0.84-0.91x oneDNN's time, at 8192 1.03x, where oneDNN blocks k.
-bool matmul_pairs_supported(const GemmShape& s) {
-  return s.batch == 1 && !s.trans_a && s.m >= 1 && s.k >= 2 && s.k <= 4096 && s.k % 2 == 0 &&
-         s.n >= 16 && s.n % 16 == 0 && gemm_fast_has_bf16();
-}
-
 namespace {
 
 // Up to 64 rows with B stored [n][k] (a linear layer's forward, B = W^T), the roles turn: C^T =
@@ -43,6 +36,20 @@ namespace {
 // straight from memory, and A packed as the one panel of 64 columns. Packing the weight instead
 // cost more than the product at 64 rows: each packed value serves only 64 rows.
 bool weight_rows(const GemmShape& s) { return s.trans_b && s.m <= kPanel; }
+
+}  // namespace
+
+// k up to 4096: a panel (k / 2 pairs of 64 columns) then fits in L2 with its block of A. At
+// k = 4096 the tiles measured 0.84-0.91x oneDNN's time, at 8192 1.03x, where oneDNN blocks k.
+// The panels need whole vectors of n; the weight_rows path takes any n, since B's rows are
+// its tiles' rows (a classifier's 10 outputs: one region of oneDNN and a bf16 copy of the
+// weight less per step).
+bool matmul_pairs_supported(const GemmShape& s) {
+  return s.batch == 1 && !s.trans_a && s.m >= 1 && s.k >= 2 && s.k <= 4096 && s.k % 2 == 0 &&
+         s.n >= 1 && (weight_rows(s) || (s.n >= 16 && s.n % 16 == 0)) && gemm_fast_has_bf16();
+}
+
+namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
