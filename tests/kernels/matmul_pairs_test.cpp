@@ -80,7 +80,7 @@ std::vector<uint16_t> run(const Problem& p, const Operands& o, int threads) {
   s.trans_b = p.trans_b;
   EXPECT_TRUE(kernels::matmul_pairs_supported(s)) << describe(p);
   std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
-  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s, threads)));
   kernels::matmul_pairs_bf16(s, o.a.data(), o.b.data(), DType::bf16, c.data(),
                              p.bias ? o.bias.data() : nullptr, space.data(), threads);
   return c;
@@ -95,7 +95,7 @@ std::vector<uint16_t> run_f32_b(const Problem& p, const Operands& o, const std::
   s.k = p.k;
   s.trans_b = p.trans_b;
   std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
-  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s, threads)));
   kernels::matmul_pairs_bf16(s, o.a.data(), b.data(), DType::f32, c.data(),
                              p.bias ? o.bias.data() : nullptr, space.data(), threads);
   return c;

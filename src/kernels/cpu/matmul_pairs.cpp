@@ -65,10 +65,11 @@ Range share(int64_t n, int64_t unit, int part, int parts) {
 
 }  // namespace
 
-int64_t matmul_pairs_workspace_bytes(const GemmShape& s) {
-  if (weight_rows(s)) {  // A's panel, and the fp32 sums of C^T [n][m rounded up to 16]
+int64_t matmul_pairs_workspace_bytes(const GemmShape& s, int threads) {
+  if (weight_rows(s)) {  // the fp32 sums of C^T [n][m rounded up to 16], and A's panel per thread
     const int64_t width = round_up(s.m, 16);
-    return int64_t(sizeof(uint16_t)) * s.k * width + int64_t(sizeof(float)) * s.n * width;
+    return int64_t(sizeof(float)) * s.n * width +
+           int64_t(sizeof(uint16_t)) * std::max(threads, 1) * s.k * width;
   }
   return int64_t(sizeof(uint16_t)) * ((s.n + kPanel - 1) / kPanel) * panel_elements(s.k);
 }
@@ -114,32 +115,31 @@ void run_panel(const GemmShape& s, const uint16_t* a, const uint16_t* panel, int
   avx512_bf16::pair_gemm(g);
 }
 
-// The weight_rows path: A packed by pairs of its columns into one panel (its padding columns
-// zero), then each thread runs the tiles of its rows of B^T (in units of 48, whole tiles of 6
-// and whole blocks of 16 for the transposition) and rounds its sums of C^T into its columns of
-// C. Every sum is the same as the panels' path gives: vdpbf16ps pairs the same two products.
+// The weight_rows path: each thread packs all of A by pairs of its columns into a panel of its
+// own (its padding columns zero), runs the tiles of its rows of B^T (in units of 48, whole
+// tiles of 6 and whole blocks of 16 for the transposition) and rounds its sums of C^T into its
+// columns of C. A panel of one thread's rows each and a barrier cost more: the early thread
+// sleeps at the barrier (OpenMP's workers do not spin here) and waits to be woken, where
+// packing all 64 rows of A takes a few microseconds. Every sum is the same as the panels'
+// path gives: vdpbf16ps pairs the same two products.
 void matmul_weight_rows(const GemmShape& s, const uint16_t* a, const void* b_data, bool b_f32,
                         uint16_t* c, const float* bias, void* workspace, bool parallel,
                         int threads) {
   const int64_t width = round_up(s.m, 16), pairs = s.k / 2;
-  auto* panel = static_cast<uint16_t*>(workspace);
-  float* sums = reinterpret_cast<float*>(panel + s.k * width);
+  float* sums = static_cast<float*>(workspace);
+  auto* panels = reinterpret_cast<uint16_t*>(sums + s.n * width);
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     const int parts = omp_get_num_threads(), part = omp_get_thread_num();
-    const Range rows = share(s.m, 16, part, parts);
-    if (rows.end > rows.begin) {
-      avx512_bf16::pack_column_pairs(a + rows.begin * s.k, s.k, rows.end - rows.begin, s.k,
-                                     panel + 2 * rows.begin, 2 * width);
-    }
-    if (part == parts - 1 && width > s.m) {
-      for (int64_t p = 0; p < pairs; ++p) {
-        std::fill(panel + p * 2 * width + 2 * s.m, panel + (p + 1) * 2 * width, uint16_t(0));
-      }
-    }
-#pragma omp barrier
     const Range mine = share(s.n, 48, part, parts);
     if (mine.end > mine.begin) {
+      uint16_t* panel = panels + part * s.k * width;
+      avx512_bf16::pack_column_pairs(a, s.k, s.m, s.k, panel, 2 * width);
+      if (width > s.m) {
+        for (int64_t p = 0; p < pairs; ++p) {
+          std::fill(panel + p * 2 * width + 2 * s.m, panel + (p + 1) * 2 * width, uint16_t(0));
+        }
+      }
       PairGemm g;
       if (b_f32) {
         g.a_f32 = static_cast<const float*>(b_data) + mine.begin * s.k;
