@@ -118,10 +118,11 @@ void run_panel(const GemmShape& s, const uint16_t* a, const uint16_t* panel, int
 // The weight_rows path: each thread packs all of A by pairs of its columns into a panel of its
 // own (its padding columns zero), runs the tiles of its rows of B^T (in units of 48, whole
 // tiles of 6 and whole blocks of 16 for the transposition) and rounds its sums of C^T into its
-// columns of C. A panel of one thread's rows each and a barrier cost more: the early thread
-// sleeps at the barrier (OpenMP's workers do not spin here) and waits to be woken, where
-// packing all 64 rows of A takes a few microseconds. Every sum is the same as the panels'
-// path gives: vdpbf16ps pairs the same two products.
+// columns of C. A shared panel, each thread packing its share of A's rows, needs a barrier,
+// at which the early thread sleeps (OpenMP's workers do not spin here) until woken, tens of
+// microseconds on these VMs; packing all of A twice costs about 1% of an mlp amp-bf16 step's
+// core time instead. Every sum is the same as the panels' path gives: vdpbf16ps pairs the same
+// two products.
 void matmul_weight_rows(const GemmShape& s, const uint16_t* a, const void* b_data, bool b_f32,
                         uint16_t* c, const float* bias, void* workspace, bool parallel,
                         int threads) {
