@@ -54,19 +54,37 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
 
 namespace {
 
+// True where the leaf may take `g` itself as its new .grad instead of a copy, as PyTorch's
+// AccumulateGrad steals a gradient nothing else refers to: `g` is the only handle on its
+// TensorImpl and on a storage it fills exactly (no view of a larger buffer, which would keep
+// the rest alive), was allocated as a gradient (so the memory report counts it as before), and
+// has the leaf's gradient dtype, shape and device. A layer's weight gradient written by its
+// kernel then stays where it was written: copying it cost 6-9% of an mlp step.
+bool can_adopt(const Tensor& g, const Tensor& variable, DType dtype) {
+  const TensorImpl& impl = *g.impl();
+  return g.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.offset == 0 &&
+         impl.storage->bytes == size_t(g.numel()) * size_of(dtype) &&
+         impl.storage->tag == MemoryTag::gradient && g.dtype() == dtype &&
+         g.shape() == variable.shape() && g.device() == variable.device() &&
+         !impl.autograd.grad_fn && !impl.autograd.requires_grad;
+}
+
 // Adds incoming gradients into a leaf's .grad, in the leaf's gradient dtype.
 struct AccumulateGrad : Node {
   std::shared_ptr<TensorImpl> leaf;
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor g = grads[0];
+    Tensor g = std::move(grads[0]);
     if (!g.defined()) return {};
     Tensor variable(leaf);
     const DType dtype = variable.grad_dtype();
     Tensor current = variable.grad();
-    if (!current.defined()) {
-      const Tensor& storage = leaf->autograd.gradient_storage;
-      Tensor fresh = storage.defined() && storage.dtype() == dtype
+    const Tensor& storage = leaf->autograd.gradient_storage;
+    const bool own_storage = storage.defined() && storage.dtype() == dtype;
+    if (!current.defined() && !own_storage && can_adopt(g, variable, dtype)) {
+      variable.set_grad(g);
+    } else if (!current.defined()) {
+      Tensor fresh = own_storage
                          ? storage
                          : empty(variable.shape(), dtype, MemoryTag::gradient, variable.device());
       fresh.copy_(g);

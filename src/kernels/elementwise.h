@@ -28,6 +28,13 @@ using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 inline constexpr int64_t kBlock = 1024;
 
+/// Elements per chunk of the elementwise maps, so that a tensor of fewer than two chunks is
+/// mapped on the calling thread. A parallel region wakes the sleeping worker: tens of
+/// microseconds, and up to a scheduler tick when the other core is busy, about what a core
+/// takes for 64K elements of the cheap maps (relu and its gradient, add, mul). Each element's
+/// result does not depend on the split.
+inline constexpr int64_t kMapGrain = 64 * kBlock;
+
 template <typename T>
 inline void widen(const T* src, int64_t n, Compute<T>* dst) {
   if constexpr (std::is_same_v<T, Compute<T>>) {
@@ -69,12 +76,12 @@ template <typename T, typename F>
 void map1_fast(const T* in, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
   if constexpr (std::is_same_v<T, C>) {  // fp32 and f64 need no widening: no staging copies
-    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
     });
     return;
   }
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
       const int64_t len = std::min(kBlock, end - i);
@@ -90,7 +97,7 @@ void map1_fast(const T* in, T* out, int64_t n, const F& f) {
 template <typename T, typename Block>
 void map1_block_fast(const T* in, T* out, int64_t n, const Block& block) {
   static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       block(in + begin, out + begin, end - begin);
     } else {
@@ -115,12 +122,12 @@ template <typename T, typename F>
 void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
   if constexpr (std::is_same_v<T, C>) {
-    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
     });
     return;
   }
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
       const int64_t len = std::min(kBlock, end - i);
@@ -136,7 +143,7 @@ void map2_fast(const T* a, const T* b, T* out, int64_t n, const F& f) {
 /// narrow one is widened (exactly) a block at a time, not copied whole first.
 template <typename A, typename B, typename F>
 void map2_widening_fast(const A* a, const B* b, float* out, int64_t n, const F& f) {
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     float x[kBlock], y[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
       const int64_t len = std::min(kBlock, end - i);
@@ -161,7 +168,7 @@ void map2_widening_fast(const A* a, const B* b, float* out, int64_t n, const F& 
 template <typename T, typename Block>
 void map2_block_fast(const T* a, const T* b, T* out, int64_t n, const Block& block) {
   static_assert(!std::is_same_v<T, double>, "f64 has no block kernels");
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<T, float>) {
       block(a + begin, b + begin, out + begin, end - begin);
     } else {
@@ -187,12 +194,12 @@ template <typename T, typename F>
 void map3_fast(const T* a, const T* b, const T* c, T* out, int64_t n, const F& f) {
   using C = Compute<T>;
   if constexpr (std::is_same_v<T, C>) {
-    parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+    parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i], c[i]);
     });
     return;
   }
-  parallel_for(n, 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(n, kMapGrain, [&](int64_t begin, int64_t end) {
     C x[kBlock], y[kBlock], z[kBlock];
     for (int64_t i = begin; i < end; i += kBlock) {
       const int64_t len = std::min(kBlock, end - i);
@@ -248,7 +255,7 @@ void broadcast_map2(const T* a, const Shape& sa, const T* b, const Shape& sb, T*
   if constexpr (Reference) {
     for (int64_t r = 0; r < rows; ++r) row(r);
   } else {
-    parallel_for(rows, std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(inner, 1)),
+    parallel_for(rows, std::max<int64_t>(1, kMapGrain / std::max<int64_t>(inner, 1)),
                  [&](int64_t begin, int64_t end) {
                    for (int64_t r = begin; r < end; ++r) row(r);
                  });

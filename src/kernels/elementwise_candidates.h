@@ -67,7 +67,7 @@ template <typename Op>
 void forward_bf16_lanes(const Op&, const Tensor& x, Tensor& y) {
   const auto* in = reinterpret_cast<const uint16_t*>(x.data<bfloat16>());
   auto* out = reinterpret_cast<uint16_t*>(y.data<bfloat16>());
-  parallel_for(x.numel(), 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(x.numel(), kMapGrain, [&](int64_t begin, int64_t end) {
     Op::forward_bf16(in + begin, out + begin, end - begin);
   });
 }
@@ -102,7 +102,7 @@ void backward_bf16_lanes(const Op&, const Tensor& g, const Tensor& saved, Tensor
   const auto* grad = reinterpret_cast<const uint16_t*>(g.data<bfloat16>());
   const auto* kept = reinterpret_cast<const uint16_t*>(saved.data<bfloat16>());
   auto* out = reinterpret_cast<uint16_t*>(dx.data<bfloat16>());
-  parallel_for(g.numel(), 16 * kBlock, [&](int64_t begin, int64_t end) {
+  parallel_for(g.numel(), kMapGrain, [&](int64_t begin, int64_t end) {
     Op::backward_bf16(grad + begin, kept + begin, out + begin, end - begin);
   });
 }

@@ -46,10 +46,11 @@ int64_t linear_weight_grad_workspace_bytes(int64_t rows, int64_t in, int64_t out
 /// subnormals kept), from mixp's own pair tiles (kernels/cpu/matmul_pairs.cpp). B is bf16, or
 /// f32 (b_dtype), each value then rounded to bf16 (nearest even) as it is packed. For the shapes
 /// of matmul_pairs_supported: batch 1, A not transposed, k even and at most 4096, n a multiple
-/// of 16, on AVX-512 BF16. `workspace` holds matmul_pairs_workspace_bytes(s) bytes, and at
-/// most `threads` threads run; the bits do not depend on how many.
+/// of 16 (any n for B stored [n][k] and at most 64 rows), on AVX-512 BF16. `workspace` holds
+/// matmul_pairs_workspace_bytes(s, threads) bytes, and at most `threads` threads run; the bits
+/// do not depend on how many.
 bool matmul_pairs_supported(const GemmShape& s);
-int64_t matmul_pairs_workspace_bytes(const GemmShape& s);
+int64_t matmul_pairs_workspace_bytes(const GemmShape& s, int threads);
 void matmul_pairs_bf16(const GemmShape& s, const void* a, const void* b, DType b_dtype, void* c,
                        const float* bias, void* workspace, int threads);
 /// True when gemm_fast takes bf16 inputs on this CPU.

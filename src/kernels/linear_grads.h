@@ -21,4 +21,19 @@ namespace mixp::kernels {
 using LinearWeightGradsFn = bool(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db);
 extern Kernel<LinearWeightGradsFn> linear_weight_grads;
 
+/// A linear layer's input gradient dx [rows, in] = g w (w [out, in]: kernels/gemm_product.h's
+/// product, into dx's dtype) together with linear_weight_grads(g, x, dw, db), whose result it
+/// returns. The same bits as the two kernels one after the other. Candidates:
+///   overlapped_bf16: bf16 g, x and dx, an fp32 w (an autocast linear's weight), up to 64
+///                    rows and from 2^24 multiply-adds per product, with more than one thread,
+///                    where the CPU has AVX-512 BF16: the two products gemm_product and
+///                    linear_weight_grads would run on the pair tiles (pairs_bf16, fused_bf16),
+///                    each on one thread, side by side in one parallel region. At 64 rows each
+///                    takes about 0.1-0.3 ms, and a region of its own costs it a wake-up of the
+///                    other core (tens of microseconds, far more when the machine is busy).
+///   separate:        gemm_product, then linear_weight_grads.
+using LinearGradsFn = bool(const Tensor& g, const Tensor& x, const Tensor& w, Tensor& dx,
+                           Tensor& dw, Tensor& db);
+extern Kernel<LinearGradsFn> linear_grads;
+
 }  // namespace mixp::kernels

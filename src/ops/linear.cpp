@@ -5,7 +5,8 @@
 // the result is [..., out].
 // Backward: dx = g W, dW = g^T x over all rows, dbias = sum of g over rows (fp32 accumulation;
 // dW, and dbias with it where the gradient has the input's dtype, from kernels/linear_grads.h,
-// which on bf16 takes both from one pass over g).
+// which on bf16 takes both from one pass over g, and computes dx beside them when both are
+// needed).
 // Under bf16 autocast an fp32 weight that is a leaf (a parameter) or needs no gradient is not
 // cast by autocast: the products take it as it is and round it to bf16 as they pack it
 // (kernels/gemm_product.h), and dW, rounded once to bf16 as before, comes widened from its
@@ -29,21 +30,27 @@ struct LinearBackward : autograd::Node {
     const Tensor xv = x.get(), wv = weight.get();
     const Tensor g = grads[0].to(xv.dtype()).detach();
     const int64_t in = wv.size(1), out = wv.size(0), rows = xv.numel() / std::max<int64_t>(in, 1);
-    Tensor dx, dw, db;
-    if (next[0].node) {  // [rows, out] x [out, in]
-      dx = detail::gemm({.m = rows, .n = in, .k = out}, g, wv, xv.shape(), xv.dtype());
-    }
+    Tensor dx, dw, db, sums;
     const bool bias_grad = next.size() > 2 && next[2].node;
     if (next[1].node) {
       // db from dW's kernel only where it sums grads[0] itself (a bf16 gradient), as the
       // separate sum would. An fp32 weight with bf16 x gets dW rounded to bf16 and widened.
       dw = empty(wv.shape(), wv.dtype(), MemoryTag::gradient, wv.device());
-      Tensor sums = bias_grad && grads[0].dtype() == xv.dtype()
-                        ? empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device())
-                        : Tensor();
-      if (kernels::linear_weight_grads(g.reshape({rows, out}), xv.reshape({rows, in}), dw, sums))
-        db = sums;
+      if (bias_grad && grads[0].dtype() == xv.dtype())
+        sums = empty(Shape{out}, bias_dtype, MemoryTag::gradient, wv.device());
     }
+    const Tensor g2 = g.reshape({rows, out}), x2 = xv.reshape({rows, in});
+    bool summed = false;
+    if (next[0].node && next[1].node) {  // dx [rows, out] x [out, in] with dW, in one kernel
+      dx = empty(xv.shape(), xv.dtype(), MemoryTag::activation, xv.device());
+      Tensor dx2 = dx.reshape({rows, in});
+      summed = kernels::linear_grads(g2, x2, wv, dx2, dw, sums);
+    } else if (next[0].node) {
+      dx = detail::gemm({.m = rows, .n = in, .k = out}, g, wv, xv.shape(), xv.dtype());
+    } else if (next[1].node) {
+      summed = kernels::linear_weight_grads(g2, x2, dw, sums);
+    }
+    if (summed) db = sums;
     if (bias_grad && !db.defined()) {
       NoGradGuard no_grad;
       db = ops::sum(grads[0].reshape({rows, out}), {0}).to(bias_dtype).detach();

@@ -30,6 +30,7 @@ void add_the_steps_kernels() {
   static const bool added = [] {
     ProtectedDevice::add_kernel<kernels::gemm_product>();
     ProtectedDevice::add_kernel<kernels::linear_weight_grads>();
+    ProtectedDevice::add_kernel<kernels::linear_grads>();
     ProtectedDevice::add_kernel<kernels::sum_lines>();
     ProtectedDevice::add_kernel<kernels::cross_entropy>();
     ProtectedDevice::add_kernel<kernels::cross_entropy_backward>();

@@ -71,6 +71,38 @@ TEST(Autograd, AGradientGoesIntoTheStorageGivenForIt) {
   EXPECT_THROW(autograd::set_gradient_storage(ops::mul(a, a), storage), Error);
 }
 
+// A leaf's first gradient of a step is the weight-gradient kernel's own buffer when nothing
+// else holds it: one gradient's bytes at the peak, not the kernel's buffer and a copy. A
+// gradient that something else still holds (here a hook's capture) is copied, so that later
+// accumulation into .grad cannot change what the holder sees.
+TEST(Autograd, ALeafTakesAGradientNothingElseHolds) {
+  const int64_t out = 3, in = 4, bytes = out * in * int64_t(sizeof(float));
+  Tensor x = from_values({1, 2, 3, 4, 5, 6, 7, 8}, {2, in});
+  Tensor w = zeros({out, in}).set_requires_grad(true);
+  // d sum(x w^T) / dw[o][i] = sum over the rows of x[t][i], for every o.
+  const std::vector<double> xs = x.to_vector();
+  std::vector<double> expected(static_cast<size_t>(out * in));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) expected[size_t(o * in + i)] = xs[size_t(i)] + xs[size_t(in + i)];
+  }
+  memory::reset_peaks();
+  const int64_t before = memory::stats().current(MemoryTag::gradient);
+  ops::sum(ops::linear(x, w)).backward();
+  EXPECT_EQ(w.grad().to_vector(), expected);
+  EXPECT_EQ(w.grad().tag(), MemoryTag::gradient);
+  EXPECT_EQ(memory::stats().peak(MemoryTag::gradient) - before, bytes);
+
+  Tensor captured;
+  w.set_grad(Tensor());
+  const Tensor hooked = autograd::with_gradient_hook(w, [&](const Tensor& g) { captured = g; });
+  ops::sum(ops::linear(x, hooked)).backward();
+  ASSERT_TRUE(captured.defined());
+  EXPECT_NE(w.grad().raw_data(), captured.raw_data());
+  ops::sum(ops::linear(x, w)).backward();  // accumulates into .grad in place
+  EXPECT_EQ(captured.to_vector(), expected);
+  EXPECT_EQ(w.grad().to_vector(), ops::mul_scalar(captured, 2.0).to_vector());
+}
+
 TEST(Autograd, NoGradDetachAndLeaves) {
   Tensor x = ones({2}).set_requires_grad(true);
   {

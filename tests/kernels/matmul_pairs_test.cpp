@@ -35,6 +35,12 @@ std::vector<Problem> problems() {
     }
   }
   out.push_back({600, 64, 130, true, true});  // large enough for both threads' shares
+  // Up to 64 rows with B stored [n][k], any n: B's rows are the tiles' rows.
+  for (int64_t m : {1, 7, 64}) {
+    for (int64_t n : {1, 10, 37}) {
+      for (int64_t k : {2, 30, 384}) out.push_back({m, n, k, true, n != 10});
+    }
+  }
   return out;
 }
 
@@ -74,7 +80,7 @@ std::vector<uint16_t> run(const Problem& p, const Operands& o, int threads) {
   s.trans_b = p.trans_b;
   EXPECT_TRUE(kernels::matmul_pairs_supported(s)) << describe(p);
   std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
-  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s, threads)));
   kernels::matmul_pairs_bf16(s, o.a.data(), o.b.data(), DType::bf16, c.data(),
                              p.bias ? o.bias.data() : nullptr, space.data(), threads);
   return c;
@@ -89,7 +95,7 @@ std::vector<uint16_t> run_f32_b(const Problem& p, const Operands& o, const std::
   s.k = p.k;
   s.trans_b = p.trans_b;
   std::vector<uint16_t> c(size_t(p.m * p.n), 0x7fc1);
-  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s)));
+  std::vector<uint8_t> space(size_t(kernels::matmul_pairs_workspace_bytes(s, threads)));
   kernels::matmul_pairs_bf16(s, o.a.data(), b.data(), DType::f32, c.data(),
                              p.bias ? o.bias.data() : nullptr, space.data(), threads);
   return c;
@@ -214,9 +220,17 @@ TEST(MatmulPairs, TakesOnlyTheShapesItComputes) {
   narrow.n = 24;
   transposed_a.trans_a = true;
   batched.batch = 2;
-  for (const kernels::GemmShape& t : {odd_k, long_k, narrow, transposed_a, batched}) {
+  kernels::GemmShape many_rows = narrow;  // B [n][k] with more rows than one panel of A
+  many_rows.trans_b = true;
+  many_rows.m = 65;
+  for (const kernels::GemmShape& t : {odd_k, long_k, narrow, transposed_a, batched, many_rows}) {
     EXPECT_FALSE(kernels::matmul_pairs_supported(t)) << t.m << " " << t.n << " " << t.k;
   }
+  kernels::GemmShape classifier = narrow;  // B [n][k], up to 64 rows: any n
+  classifier.trans_b = true;
+  classifier.n = 10;
+  classifier.m = 64;
+  EXPECT_TRUE(kernels::matmul_pairs_supported(classifier));
 }
 
 }  // namespace

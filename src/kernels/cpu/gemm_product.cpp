@@ -132,7 +132,8 @@ void pairs_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tens
                 Tensor& out) {
   const Tensor wide_bias = bias.defined() ? bias.to(DType::f32) : Tensor();
   const int threads = num_threads();
-  Tensor space = empty(Shape{matmul_pairs_workspace_bytes(s)}, DType::u8, MemoryTag::workspace);
+  Tensor space =
+      empty(Shape{matmul_pairs_workspace_bytes(s, threads)}, DType::u8, MemoryTag::workspace);
   matmul_pairs_bf16(s, a.raw_data(), b.raw_data(), b.dtype(), out.raw_data(),
                     wide_bias.defined() ? wide_bias.data<float>() : nullptr, space.data<uint8_t>(),
                     threads);

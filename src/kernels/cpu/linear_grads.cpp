@@ -1,6 +1,7 @@
 // The CPU candidates of kernels/linear_grads.h.
 #include "kernels/linear_grads.h"
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/gemm_product.h"
 #include "mixp/runtime.h"
 
@@ -43,7 +44,64 @@ bool unfused(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
   return false;
 }
 
+// overlapped_bf16 applies up to one panel of the pair tiles' rows, where each product is too
+// short to pay for a region of its own, and from 2^24 multiply-adds each, where the two would
+// each open one (below, both run on the calling thread and there is no region to save).
+constexpr int64_t kOverlapMaxRows = 64;
+constexpr double kOverlapMinProducts = double(1 << 24);
+
+bool overlapped_applies(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& dx,
+                        const Tensor& dw, const Tensor& db) {
+  const GemmShape dx_shape{.m = g.size(0), .n = w.size(1), .k = w.size(0)};
+  const double products = double(g.size(0)) * double(w.size(0)) * double(w.size(1));
+  return g.size(0) <= kOverlapMaxRows && products >= kOverlapMinProducts &&
+         w.dtype() == DType::f32 && dx.dtype() == DType::bf16 && fused_applies(g, x, dw, db) &&
+         matmul_pairs_supported(dx_shape) && num_threads() > 1;
+}
+
+// dx on one thread and dW (with db) on the other: each kernel's bits do not depend on its
+// thread count, so they are those of the separate calls.
+bool overlapped_bf16(const Tensor& g, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+                     Tensor& db) {
+  const int64_t rows = g.size(0), in = dw.size(1), out = dw.size(0);
+  const GemmShape dx_shape{.m = rows, .n = in, .k = out};
+  Tensor dx_space =
+      empty(Shape{matmul_pairs_workspace_bytes(dx_shape, 1)}, DType::u8, MemoryTag::workspace);
+  Tensor dw_space = empty(Shape{linear_weight_grad_workspace_bytes(rows, in, out, dw.dtype(), 1)},
+                          DType::u8, MemoryTag::workspace);
+  Tensor sums =
+      db.defined() ? empty(Shape{out}, DType::f32, MemoryTag::workspace, db.device()) : Tensor();
+  const void *g_bits = g.raw_data(), *x_bits = x.raw_data(), *w_data = w.raw_data();
+  void *dx_bits = dx.raw_data(), *dw_bits = dw.raw_data();
+  float* db_sums = db.defined() ? sums.data<float>() : nullptr;
+  const DType dw_dtype = dw.dtype();
+  parallel_for(2, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) {
+      if (part == 0) {
+        matmul_pairs_bf16(dx_shape, g_bits, w_data, DType::f32, dx_bits, nullptr,
+                          dx_space.data<uint8_t>(), 1);
+      } else {
+        linear_weight_grad_fast(rows, in, out, g_bits, x_bits, dw_bits, dw_dtype, db_sums,
+                                dw_space.data<uint8_t>(), 1);
+      }
+    }
+  });
+  if (db.defined()) db.copy_(sums);
+  return db.defined();
+}
+
+bool separate(const Tensor& g, const Tensor& x, const Tensor& w, Tensor& dx, Tensor& dw,
+              Tensor& db) {
+  gemm_product({.m = g.size(0), .n = w.size(1), .k = w.size(0)}, g, w, Tensor(), dx);
+  return linear_weight_grads(g, x, dw, db);
+}
+
 }  // namespace
+
+Kernel<LinearGradsFn> linear_grads(
+    "linear_grads", {{.name = "overlapped_bf16", .applies = overlapped_applies,
+                      .fn = overlapped_bf16},
+                     {.name = "separate", .fn = separate, .fallback = true}});
 
 Kernel<LinearWeightGradsFn> linear_weight_grads(
     "linear_weight_grads", {{.name = "fused_bf16", .applies = fused_applies, .fn = fused_bf16},

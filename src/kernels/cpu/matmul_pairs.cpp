@@ -29,13 +29,6 @@ int64_t panel_elements(int64_t k) { return k * kPanel; }  // k / 2 pairs of 64 x
 
 }  // namespace
 
-// k up to 4096: a panel (k / 2 pairs of 64 columns) then fits in L2 with its block of A. At
-// k = 4096 the tiles measured 0.84-0.91x oneDNN's time, at 8192 1.03x, where oneDNN blocks k.
-bool matmul_pairs_supported(const GemmShape& s) {
-  return s.batch == 1 && !s.trans_a && s.m >= 1 && s.k >= 2 && s.k <= 4096 && s.k % 2 == 0 &&
-         s.n >= 16 && s.n % 16 == 0 && gemm_fast_has_bf16();
-}
-
 namespace {
 
 // Up to 64 rows with B stored [n][k] (a linear layer's forward, B = W^T), the roles turn: C^T =
@@ -43,6 +36,20 @@ namespace {
 // straight from memory, and A packed as the one panel of 64 columns. Packing the weight instead
 // cost more than the product at 64 rows: each packed value serves only 64 rows.
 bool weight_rows(const GemmShape& s) { return s.trans_b && s.m <= kPanel; }
+
+}  // namespace
+
+// k up to 4096: a panel (k / 2 pairs of 64 columns) then fits in L2 with its block of A. At
+// k = 4096 the tiles measured 0.84-0.91x oneDNN's time, at 8192 1.03x, where oneDNN blocks k.
+// The panels need whole vectors of n; the weight_rows path takes any n, since B's rows are
+// its tiles' rows (a classifier's 10 outputs: one region of oneDNN and a bf16 copy of the
+// weight less per step).
+bool matmul_pairs_supported(const GemmShape& s) {
+  return s.batch == 1 && !s.trans_a && s.m >= 1 && s.k >= 2 && s.k <= 4096 && s.k % 2 == 0 &&
+         s.n >= 1 && (weight_rows(s) || (s.n >= 16 && s.n % 16 == 0)) && gemm_fast_has_bf16();
+}
+
+namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -58,10 +65,11 @@ Range share(int64_t n, int64_t unit, int part, int parts) {
 
 }  // namespace
 
-int64_t matmul_pairs_workspace_bytes(const GemmShape& s) {
-  if (weight_rows(s)) {  // A's panel, and the fp32 sums of C^T [n][m rounded up to 16]
+int64_t matmul_pairs_workspace_bytes(const GemmShape& s, int threads) {
+  if (weight_rows(s)) {  // the fp32 sums of C^T [n][m rounded up to 16], and A's panel per thread
     const int64_t width = round_up(s.m, 16);
-    return int64_t(sizeof(uint16_t)) * s.k * width + int64_t(sizeof(float)) * s.n * width;
+    return int64_t(sizeof(float)) * s.n * width +
+           int64_t(sizeof(uint16_t)) * std::max(threads, 1) * s.k * width;
   }
   return int64_t(sizeof(uint16_t)) * ((s.n + kPanel - 1) / kPanel) * panel_elements(s.k);
 }
@@ -107,32 +115,32 @@ void run_panel(const GemmShape& s, const uint16_t* a, const uint16_t* panel, int
   avx512_bf16::pair_gemm(g);
 }
 
-// The weight_rows path: A packed by pairs of its columns into one panel (its padding columns
-// zero), then each thread runs the tiles of its rows of B^T (in units of 48, whole tiles of 6
-// and whole blocks of 16 for the transposition) and rounds its sums of C^T into its columns of
-// C. Every sum is the same as the panels' path gives: vdpbf16ps pairs the same two products.
+// The weight_rows path: each thread packs all of A by pairs of its columns into a panel of its
+// own (its padding columns zero), runs the tiles of its rows of B^T (in units of 48, whole
+// tiles of 6 and whole blocks of 16 for the transposition) and rounds its sums of C^T into its
+// columns of C. A shared panel, each thread packing its share of A's rows, needs a barrier,
+// at which the early thread sleeps (OpenMP's workers do not spin here) until woken, tens of
+// microseconds on these VMs; packing all of A twice costs about 1% of an mlp amp-bf16 step's
+// core time instead. Every sum is the same as the panels' path gives: vdpbf16ps pairs the same
+// two products.
 void matmul_weight_rows(const GemmShape& s, const uint16_t* a, const void* b_data, bool b_f32,
                         uint16_t* c, const float* bias, void* workspace, bool parallel,
                         int threads) {
   const int64_t width = round_up(s.m, 16), pairs = s.k / 2;
-  auto* panel = static_cast<uint16_t*>(workspace);
-  float* sums = reinterpret_cast<float*>(panel + s.k * width);
+  float* sums = static_cast<float*>(workspace);
+  auto* panels = reinterpret_cast<uint16_t*>(sums + s.n * width);
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     const int parts = omp_get_num_threads(), part = omp_get_thread_num();
-    const Range rows = share(s.m, 16, part, parts);
-    if (rows.end > rows.begin) {
-      avx512_bf16::pack_column_pairs(a + rows.begin * s.k, s.k, rows.end - rows.begin, s.k,
-                                     panel + 2 * rows.begin, 2 * width);
-    }
-    if (part == parts - 1 && width > s.m) {
-      for (int64_t p = 0; p < pairs; ++p) {
-        std::fill(panel + p * 2 * width + 2 * s.m, panel + (p + 1) * 2 * width, uint16_t(0));
-      }
-    }
-#pragma omp barrier
     const Range mine = share(s.n, 48, part, parts);
     if (mine.end > mine.begin) {
+      uint16_t* panel = panels + part * s.k * width;
+      avx512_bf16::pack_column_pairs(a, s.k, s.m, s.k, panel, 2 * width);
+      if (width > s.m) {
+        for (int64_t p = 0; p < pairs; ++p) {
+          std::fill(panel + p * 2 * width + 2 * s.m, panel + (p + 1) * 2 * width, uint16_t(0));
+        }
+      }
       PairGemm g;
       if (b_f32) {
         g.a_f32 = static_cast<const float*>(b_data) + mine.begin * s.k;
