@@ -1,13 +1,18 @@
-// The GradScaler's check-and-unscale kernel: its threaded candidate and its fallback give the
-// same bits and the same first non-finite element, on every floating dtype.
+// The GradScaler's check-and-unscale kernel: its candidates and its fallback give the same bits
+// and the same first non-finite element, on every floating dtype.
 #include "kernels/amp_unscale.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "mixp/cpu.h"
 #include "mixp/runtime.h"
 
 namespace mixp::kernels {
@@ -43,6 +48,67 @@ TEST(UnscaleAndCheck, TheThreadedCandidateGivesTheFallbacksBits) {
       EXPECT_EQ(0, std::memcmp(fast.raw_data(), plain.raw_data(), fast.nbytes())) << name_of(dtype);
     }
   }
+}
+
+// Every cpu candidate this machine can run, on fp32 gradients of every kind of value (normal,
+// subnormal, signed zeros, infinities, NaNs with payloads) at lengths that leave a tail of
+// every size, scaled into the subnormals and past the largest finite value, or only checked.
+TEST(UnscaleAndCheck, EveryCandidateGivesTheFallbacksBitsOnFp32) {
+  if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 runs only the fallback";
+  const std::vector<float> specials = {0.0f,
+                                       -0.0f,
+                                       0x1p-149f,
+                                       -0x1.8p-140f,
+                                       0x1.fffffep127f,
+                                       std::numeric_limits<float>::infinity(),
+                                       -std::numeric_limits<float>::infinity(),
+                                       std::bit_cast<float>(0x7fa00001u),   // signalling NaN
+                                       std::bit_cast<float>(0xffc01234u)};  // quiet, negative
+  int compared = 0;
+  for (const int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(33), int64_t(65536 + 7)}) {
+    for (const int64_t bad_at : {int64_t(-1), int64_t(0), n / 2, n - 1}) {
+      for (const float inv : {0.0078125f, 0x1p-30f, 0x1p+20f}) {
+        for (const bool multiply : {true, false}) {
+          Philox generator(PhiloxState{5, uint64_t(n)});
+          std::vector<double> v = randn({n}, generator, 1000.0).to_vector();
+          for (int64_t i = 0; i < n; i += 7) v[size_t(i)] = specials[size_t(i / 7) % 5];
+          Tensor start = from_values(v, {n});
+          if (bad_at >= 0) {
+            float* p = start.data<float>();
+            p[bad_at] = specials[size_t(5 + (n + bad_at) % 4)];
+          }
+          std::optional<std::vector<uint8_t>> fallback_bits;
+          int64_t fallback_first = -2;
+          const auto entries = unscale_and_check.entries();
+          for (auto e = entries.rbegin(); e != entries.rend(); ++e) {  // the fallback first
+            if (e->device != Device::cpu || e->isa > best_isa()) continue;
+            std::optional<ReferenceMode> reference;
+            std::optional<IsaLimit> limit;
+            if (e->fallback)
+              reference.emplace();
+            else
+              limit.emplace(e->isa);
+            Tensor g = start.clone();
+            if (std::string(unscale_and_check.select(g, inv, multiply).name) != e->name) continue;
+            const int64_t first = unscale_and_check(g, inv, multiply);
+            const auto* bytes = static_cast<const uint8_t*>(g.raw_data());
+            const std::vector<uint8_t> bits(bytes, bytes + g.nbytes());
+            if (!fallback_bits) {
+              fallback_bits = bits;
+              fallback_first = first;
+              EXPECT_EQ(first, bad_at) << "n " << n;
+              continue;
+            }
+            ++compared;
+            EXPECT_EQ(first, fallback_first) << e->name << ", n " << n << ", bad at " << bad_at;
+            EXPECT_TRUE(bits == *fallback_bits)
+                << e->name << ", n " << n << ", inv " << inv << ", multiply " << multiply;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0) << "no candidate besides the fallback ran";
 }
 
 TEST(UnscaleAndCheck, MultipliesInFp32AndRoundsOnce) {

@@ -1,6 +1,7 @@
 // The CPU candidates of kernels/amp_unscale.h: a gradient in chunks over the threads, each
-// chunk widened block by block, checked, scaled and narrowed in one pass; the fallback runs the
-// same chunks on one thread (the same bits and the same first index).
+// chunk widened block by block, checked, scaled and narrowed in one pass (fp32 gradients on
+// AVX-512 in registers, kernels/cpu/amp_unscale_avx512.cpp); the fallback runs the same chunks
+// on one thread (the same bits and the same first index).
 #include "kernels/amp_unscale.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/amp_unscale_isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
 #include "mixp/convert.h"
@@ -87,13 +89,13 @@ int64_t unscale_chunk(T* data, int64_t n, float inv, bool multiply) {
 // Unscales a whole gradient over threads; returns the first non-finite element or -1. Each
 // chunk records its own first index, and the chunks are combined in order, so the answer is
 // the same for any thread count.
-template <bool Parallel, typename T>
+template <bool Parallel, typename T, auto Chunk = unscale_chunk<T>>
 int64_t unscale_gradient(T* data, int64_t n, float inv, bool multiply) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<int64_t> first;
   first.assign(size_t(chunks), -1);
   auto run = [&](int64_t begin, int64_t end) {
-    const int64_t bad = unscale_chunk(data + begin, end - begin, inv, multiply);
+    const int64_t bad = Chunk(data + begin, end - begin, inv, multiply);
     first[size_t(begin / kChunk)] = bad < 0 ? -1 : begin + bad;
   };
   if constexpr (Parallel) {
@@ -124,6 +126,13 @@ int64_t unscale_and_check_cpu(Tensor& grad, float inv, bool multiply) {
   return -1;
 }
 
+int64_t unscale_f32_avx512(Tensor& grad, float inv, bool multiply) {
+  return unscale_gradient<true, float, avx512::unscale_f32>(grad.data<float>(), grad.numel(), inv,
+                                                           multiply);
+}
+
+bool is_f32(const Tensor& grad, const float&, const bool&) { return grad.dtype() == DType::f32; }
+
 // fp16 flushes |g| <= 2^-25 (half its smallest subnormal, the tie going to 0).
 constexpr double kFp16Flush = 0x1p-25;
 
@@ -143,7 +152,8 @@ FlushCount count_fp16_flushable_cpu(const Tensor& grad) {
 
 Kernel<UnscaleAndCheckFn> unscale_and_check(
     "unscale_and_check",
-    {{.name = "openmp", .fn = unscale_and_check_cpu<true>},
+    {{.name = "avx512", .isa = Isa::avx512, .applies = is_f32, .fn = unscale_f32_avx512},
+     {.name = "openmp", .fn = unscale_and_check_cpu<true>},
      {.name = "scalar", .fn = unscale_and_check_cpu<false>, .fallback = true}});
 
 Kernel<CountFp16FlushableFn> count_fp16_flushable(
