@@ -34,6 +34,22 @@ int64_t values_per_channel(const Shape& shape) {
   return count;
 }
 
+// The gradients a batch norm node's inputs ask for, allocated: dx like x, and the weight's and
+// the bias's one value per channel in their own dtypes; undefined where not asked for.
+struct ChannelGrads {
+  Tensor dx, dweight, dbias;
+};
+ChannelGrads channel_grads(const autograd::Node& node, const Tensor& x, const Tensor& weight,
+                           DType weight_dtype, DType bias_dtype, bool has_bias) {
+  ChannelGrads out;
+  if (node.next[0].node) out.dx = detail::empty_like(x);
+  if (weight.defined() && node.next[1].node)
+    out.dweight = empty({x.size(1)}, weight_dtype, MemoryTag::gradient, x.device());
+  if (has_bias && node.next[2].node)
+    out.dbias = empty({x.size(1)}, bias_dtype, MemoryTag::gradient, x.device());
+  return out;
+}
+
 struct BatchNormBackward : autograd::Node {
   autograd::SavedTensor x, weight, mean, rstd;
   autograd::SavedTensor relu_y;  // batch_norm_relu: its output; undefined for batch_norm
@@ -43,13 +59,7 @@ struct BatchNormBackward : autograd::Node {
     const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get();
     const Tensor yv = relu_y.get();
     const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
-    const bool want_dx = next[0].node != nullptr;
-    const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
-    Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
-    Tensor dw =
-        want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
-    Tensor db =
-        want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    auto [dx, dw, db] = channel_grads(*this, xv, wv, weight_dtype, bias_dtype, has_bias);
     if (yv.defined()) {
       kernels::batch_norm_relu_backward(xv, yv, g, wv, mv, rv, training, dx, dw, db);
     } else {
@@ -149,13 +159,7 @@ struct BatchNormReluPoolBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor xv = x.get(), wv = weight.get(), mv = mean.get(), rv = rstd.get(), yv = y.get();
     const Tensor g = grads[0].dtype() == xv.dtype() ? grads[0] : grads[0].to(xv.dtype()).detach();
-    const bool want_dx = next[0].node != nullptr;
-    const bool want_dw = wv.defined() && next[1].node, want_db = has_bias && next[2].node;
-    Tensor dx = want_dx ? detail::empty_like(xv) : Tensor();
-    Tensor dw =
-        want_dw ? empty({xv.size(1)}, weight_dtype, MemoryTag::gradient, xv.device()) : Tensor();
-    Tensor db =
-        want_db ? empty({xv.size(1)}, bias_dtype, MemoryTag::gradient, xv.device()) : Tensor();
+    auto [dx, dw, db] = channel_grads(*this, xv, wv, weight_dtype, bias_dtype, has_bias);
     kernels::batch_norm_relu_pool_backward(xv, yv, window, g, wv, mv, rv, training, dx, dw, db);
     return {dx, dw, db};
   }
