@@ -11,17 +11,6 @@ namespace {
 
 using cpu::load_block;
 
-void check_slots(std::span<const AdamSlot> slots) {
-  for (const AdamSlot& s : slots) {
-    const DType g = s.weights.grad.dtype();
-    MIXP_CHECK(g == DType::f32 || g == DType::f64 || g == DType::bf16 || g == DType::f16,
-               "optimizer: gradients of dtype ", name_of(g),
-               " are not supported (f32, f64, bf16, f16 are)");
-    MIXP_CHECK(s.weights.grad.numel() == s.weights.param.numel(), "optimizer: a gradient of ",
-               s.weights.grad.numel(), " elements for a parameter of ", s.weights.param.numel());
-  }
-}
-
 // Elements [begin, end) of an f64 parameter, in double.
 void adam_chunk_f64(const AdamSlot& s, int64_t begin, int64_t end) {
   const AdamStep<double> c(s.hyper);
@@ -84,14 +73,7 @@ void adam_chunk_f32(const AdamSlot& s, int64_t begin, int64_t end) {
 
 template <typename Path, bool Parallel>
 void adam_update_cpu(std::span<const AdamSlot> slots) {
-  check_slots(slots);
-  cpu::for_each_chunk<Parallel>(slots, [](const AdamSlot& s, int64_t begin, int64_t end) {
-    if (s.weights.param.dtype() == DType::f64) {
-      adam_chunk_f64(s, begin, end);
-    } else {
-      adam_chunk_f32<Path>(s, begin, end);
-    }
-  });
+  cpu::update_slots<Parallel>(slots, adam_chunk_f64, adam_chunk_f32<Path>);
 }
 
 }  // namespace

@@ -67,6 +67,25 @@ template <int MR, int NR>
 // them to bf16 and stores them widened.
 enum class Out { sums, added, bf16, widened };
 
+// A tile's sums into C at (i, j) as kOut says: rounded to bf16 (bias added first), rounded and
+// widened, or stored (Out::added's sums already hold C).
+template <int MR, int NR, Out kOut>
+[[gnu::always_inline]] inline void store_tile(const PairGemm& g, int64_t i, int64_t j, __m512 (&acc)[MR][NR]) {
+  const int64_t ldc = g.ldc;
+  if constexpr (kOut == Out::bf16) {
+    store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
+  } else if constexpr (kOut == Out::widened) {
+    store_widened<MR, NR>(g.c + i * ldc + j, ldc, acc);
+  } else {
+    float* c = g.c + i * ldc + j;
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+      for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+    }
+  }
+}
+
 // One tile of MR x 16 NR sums, in registers from the first term to the store. The loops over
 // rows and vectors are unrolled by pragma, so that GCC treats acc as separate values: without
 // it the sums were kept on the stack, stored and reloaded around the loop, a fifth of the time
@@ -102,18 +121,7 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs)
       for (int q = 0; q < NR; ++q) acc[r][q] = _mm512_dpbf16_ps(acc[r][q], av, bv[q]);
     }
   }
-  if constexpr (kOut == Out::bf16) {
-    store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
-  } else if constexpr (kOut == Out::widened) {
-    store_widened<MR, NR>(g.c + i * ldc + j, ldc, acc);
-  } else {
-    float* c = g.c + i * ldc + j;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 8
-      for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
-    }
-  }
+  store_tile<MR, NR, kOut>(g, i, j, acc);
 }
 
 // tile() with A read from fp32 rows (g.a_f32): 16 pairs of each row at a time are rounded to
@@ -122,7 +130,7 @@ void tile(const PairGemm& g, int64_t i, int64_t j, int64_t first, int64_t pairs)
 // the tile read it again.
 template <int MR, int NR, Out kOut>
 void tile_a_f32(const PairGemm& g, int64_t i, int64_t j, int64_t, int64_t pairs) {
-  const int64_t ldc = g.ldc, ldb = g.ldb;
+  const int64_t ldb = g.ldb;
   __m512 acc[MR][NR];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -164,18 +172,7 @@ void tile_a_f32(const PairGemm& g, int64_t i, int64_t j, int64_t, int64_t pairs)
       }
     }
   }
-  if constexpr (kOut == Out::bf16) {
-    store_rounded<MR, NR>(g.c_bf16 + i * ldc + j, ldc, g.bias ? g.bias + j : nullptr, acc);
-  } else if constexpr (kOut == Out::widened) {
-    store_widened<MR, NR>(g.c + i * ldc + j, ldc, acc);
-  } else {
-    float* c = g.c + i * ldc + j;
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 8
-      for (int q = 0; q < NR; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
-    }
-  }
+  store_tile<MR, NR, kOut>(g, i, j, acc);
 }
 
 using TileFn = void (*)(const PairGemm&, int64_t, int64_t, int64_t, int64_t);

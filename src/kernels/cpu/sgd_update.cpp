@@ -9,17 +9,6 @@ namespace {
 
 using cpu::load_block;
 
-void check_slots(std::span<const SgdSlot> slots) {
-  for (const SgdSlot& s : slots) {
-    const DType g = s.weights.grad.dtype();
-    MIXP_CHECK(g == DType::f32 || g == DType::f64 || g == DType::bf16 || g == DType::f16,
-               "optimizer: gradients of dtype ", name_of(g),
-               " are not supported (f32, f64, bf16, f16 are)");
-    MIXP_CHECK(s.weights.grad.numel() == s.weights.param.numel(), "optimizer: a gradient of ",
-               s.weights.grad.numel(), " elements for a parameter of ", s.weights.param.numel());
-  }
-}
-
 // The rule of one element in C, with its momentum buffer's element b (null: no momentum).
 template <typename C>
 struct SgdRule {
@@ -73,14 +62,7 @@ void sgd_chunk_f32(const SgdSlot& s, int64_t begin, int64_t end) {
 
 template <typename Path, bool Parallel>
 void sgd_update_cpu(std::span<const SgdSlot> slots) {
-  check_slots(slots);
-  cpu::for_each_chunk<Parallel>(slots, [](const SgdSlot& s, int64_t begin, int64_t end) {
-    if (s.weights.param.dtype() == DType::f64) {
-      sgd_chunk_f64(s, begin, end);
-    } else {
-      sgd_chunk_f32<Path>(s, begin, end);
-    }
-  });
+  cpu::update_slots<Parallel>(slots, sgd_chunk_f64, sgd_chunk_f32<Path>);
 }
 
 }  // namespace

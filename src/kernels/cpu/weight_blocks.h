@@ -214,4 +214,34 @@ void for_each_chunk(std::span<const Slot> slots, const Body& body) {
   }
 }
 
+/// Every slot's gradient is of a dtype the updates read (f32, f64, bf16, f16) and as long as its
+/// parameter; mixp::Error naming the first that is not.
+template <typename Slot>
+void check_gradients(std::span<const Slot> slots) {
+  for (const Slot& s : slots) {
+    const DType g = s.weights.grad.dtype();
+    MIXP_CHECK(g == DType::f32 || g == DType::f64 || g == DType::bf16 || g == DType::f16,
+               "optimizer: gradients of dtype ", name_of(g),
+               " are not supported (f32, f64, bf16, f16 are)");
+    MIXP_CHECK(s.weights.grad.numel() == s.weights.param.numel(), "optimizer: a gradient of ",
+               s.weights.grad.numel(), " elements for a parameter of ", s.weights.param.numel());
+  }
+}
+
+/// An update over a group of slots: the gradients checked, then every chunk through f64_chunk
+/// (an f64 parameter, in double) or f32_chunk (the rest, through WeightBlocks), each called as
+/// chunk(slot, begin, end).
+template <bool Parallel, typename Slot, typename F64Chunk, typename F32Chunk>
+void update_slots(std::span<const Slot> slots, const F64Chunk& f64_chunk,
+                  const F32Chunk& f32_chunk) {
+  check_gradients(slots);
+  for_each_chunk<Parallel>(slots, [&](const Slot& s, int64_t begin, int64_t end) {
+    if (s.weights.param.dtype() == DType::f64) {
+      f64_chunk(s, begin, end);
+    } else {
+      f32_chunk(s, begin, end);
+    }
+  });
+}
+
 }  // namespace mixp::kernels::cpu
