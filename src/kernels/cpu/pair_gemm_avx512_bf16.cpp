@@ -415,16 +415,37 @@ void pack_column_pairs_f32(const float* src, int64_t ld, int64_t rows, int64_t c
   }
 }
 
+namespace {
+
+// 16 rows of 16 words from src (rows row_words words apart) into 16 rows of 16 words of dst
+// (dst_ld bf16 apart), transposed.
+void transpose_whole_block(const uint16_t* src, int64_t row_words, uint16_t* dst, int64_t dst_ld) {
+  __m512i x[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) x[i] = _mm512_loadu_si512(src + 2 * i * row_words);
+  transpose16(x);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) _mm512_storeu_si512(dst + i * dst_ld, x[i]);
+}
+
+}  // namespace
+
 void pack_column_pairs(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint16_t* dst,
                        int64_t dst_ld) {
   // Word (r, w) of src, w = c / 2, goes to word (w, r) of dst: blocks of 16 x 16 words,
-  // transposed in registers.
+  // transposed in registers. Whole blocks load and store without masks, their loops unrolled
+  // so that the block stays in registers; only the edges of src use masks.
   const int64_t row_words = ld / 2, col_words = cols / 2;
   for (int64_t r = 0; r < rows; r += 16) {
     const int64_t nr = rows - r < 16 ? rows - r : 16;
     const __mmask16 row_mask = __mmask16((1u << nr) - 1);
     for (int64_t w = 0; w < col_words; w += 16) {
       const int64_t nw = col_words - w < 16 ? col_words - w : 16;
+      if (nr == 16 && nw == 16) {
+        transpose_whole_block(src + 2 * (r * row_words + w), row_words, dst + w * dst_ld + 2 * r,
+                              dst_ld);
+        continue;
+      }
       const __mmask16 word_mask = __mmask16((1u << nw) - 1);
       __m512i x[16];
       for (int i = 0; i < 16; ++i) {
