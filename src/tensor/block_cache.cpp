@@ -18,15 +18,15 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kCacheLimit = size_t(4) << 30;  // never hold more than 4 GiB of free blocks
 
 size_t rounded_size(size_t bytes) {
-  if (bytes >= kHugePage) return (bytes + kHugePage - 1) / kHugePage * kHugePage;
   if (bytes >= kLargeBlock) return (bytes + kLargeBlock - 1) / kLargeBlock * kLargeBlock;
   return (bytes + 63) / 64 * 64;
 }
 
-// Blocks of 2 MiB and more are whole 2 MiB pages of their own, mapped aligned and marked for
+// Blocks of 2 MiB and more are mapped on their own from a 2 MiB boundary and marked for
 // transparent huge pages (which this kernel gives only where asked): a pass over a 4 MiB
-// weight on 4 KiB pages takes a TLB miss every 4 KiB, and a weight's rows, one page each, were
-// read at 10 GB/s. Others come from the C allocator.
+// weight on 4 KiB pages takes a TLB miss every 4 KiB. Their whole 2 MiB pages become huge
+// pages and a shorter tail stays on small ones, so they take no more memory than before.
+// Others come from the C allocator.
 void* map_huge_pages(size_t size) {
   const size_t span = size + kHugePage;
   void* mapped = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
