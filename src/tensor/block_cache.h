@@ -2,8 +2,7 @@
 // step, reuses memory instead of asking the kernel for fresh zeroed pages each time (glibc
 // serves blocks above its mmap threshold with mmap, and each first touch of a page faults).
 // Blocks of 64 KiB and more are rounded up to 64 KiB and kept per size, up to a byte limit;
-// smaller ones go straight to the C allocator. Blocks of 2 MiB and more are mapped on their own
-// from a 2 MiB boundary and marked for transparent huge pages. Private to mixp.
+// smaller ones go straight to the C allocator. Private to mixp.
 #pragma once
 
 #include <cstddef>
