@@ -17,6 +17,9 @@ using F32ToU16Fn = void(const float* src, uint16_t* dst, size_t n);
 using U16ToF32Fn = void(const uint16_t* src, float* dst, size_t n);
 using F32ToFp8Fn = void(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow);
 using Fp8ToF32Fn = void(const uint8_t* src, float* dst, size_t n, float scale_inv);
+/// dst[i] = src[i] rounded to f16 and widened back (f32_to_f16 then f16_to_f32, in one pass);
+/// dst may be src.
+using F32ToF32Fn = void(const float* src, float* dst, size_t n);
 
 namespace ref {
 void f32_to_f16(const float* src, uint16_t* dst, size_t n);
@@ -27,6 +30,7 @@ void f32_to_e4m3(const float* src, uint8_t* dst, size_t n, float scale, Overflow
 void f32_to_e5m2(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow);
 void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv);
 void e5m2_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv);
+void f32_round_to_f16(const float* src, float* dst, size_t n);
 }  // namespace ref
 
 namespace avx2 {
@@ -47,6 +51,7 @@ void f32_to_e4m3(const float* src, uint8_t* dst, size_t n, float scale, Overflow
 void f32_to_e5m2(const float* src, uint8_t* dst, size_t n, float scale, Overflow overflow);
 void e4m3_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv);
 void e5m2_to_f32(const uint8_t* src, float* dst, size_t n, float scale_inv);
+void f32_round_to_f16(const float* src, float* dst, size_t n);
 }  // namespace avx512
 
 namespace avx512_bf16 {

@@ -23,7 +23,8 @@ namespace mixp::kernels {
 ///   onednn_bf16: bf16 into bf16 where the CPU has AVX-512 BF16, oneDNN rounding the fp32 sums
 ///                as it stores them (it flushes fp32 subnormal sums to zero, as vdpbf16ps does);
 ///   onednn:      every dtype but f64; f16, and bf16 where the CPU has no AVX-512 BF16, widened
-///                exactly to f32 first;
+///                exactly to f32 first (an f32 b with an f16 a rounded to f16's values in one
+///                pass, kernels/round_to_f16.h: the same fp32 operands as the cast widened);
 ///   reference:   plain loops summing in double (gemm_reference).
 /// The last two round a narrower out from fp32 blocks of at most about 8 MiB.
 using GemmProductFn = void(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,

@@ -16,6 +16,9 @@ namespace mixp::kernels {
 ///               to db's dtype (a separate pass over g was about 3% of a bf16 gpt step). Below
 ///               512 rows oneDNN's product is faster, but not with the widening pass after it
 ///               that the tiles' store makes for an f32 dw (docs/performance.md).
+///   f16_into_f32: f16 g and x into an f32 dw: the product's fp32 sums into dw, then rounded
+///               to f16's values in place (kernels/round_to_f16.h): the bits of unfused, with
+///               no f16 copy.
 ///   unfused:    dw by kernels/gemm_product.h (into a narrow copy first for an f32 dw of narrow
 ///               g); db is left to the caller's sum of g.
 using LinearWeightGradsFn = bool(const Tensor& g, const Tensor& x, Tensor& dw, Tensor& db);

@@ -7,10 +7,10 @@
 // dW, and dbias with it where the gradient has the input's dtype, from kernels/linear_grads.h,
 // which on bf16 takes both from one pass over g, and computes dx beside them when both are
 // needed).
-// Under bf16 autocast an fp32 weight that is a leaf (a parameter) or needs no gradient is not
-// cast by autocast: the products take it as it is and round it to bf16 as they pack it
-// (kernels/gemm_product.h), and dW, rounded once to bf16 as before, comes widened from its
-// kernel (kernels/linear_grads.h).
+// Under bf16 or f16 autocast an fp32 weight that is a leaf (a parameter) or needs no gradient is
+// not cast by autocast: the products take it as it is and round it to bf16 as they pack it, or
+// to f16's values in fp32 for an fp32 product (kernels/gemm_product.h), and dW, rounded once to
+// the narrow dtype as before, comes widened from its kernel (kernels/linear_grads.h).
 // The values are those of autocast's cast; what goes is the pass that writes the bf16 copy and
 // the cast's own backward pass. Under an enabled amp::Fp8Autocast scope the
 // products run in FP8 instead (fp8_linear.cpp), or by the scope's FP4 recipe
@@ -64,13 +64,15 @@ struct LinearBackward : autograd::Node {
   }
 };
 
-// True where autocast would round an fp32 weight to bf16 for this call, and the products can do
-// it instead: the weight is a leaf or needs no gradient, so its gradient goes straight to the
-// leaf's accumulation, which would widen the cast's gradient in any case.
+// True where autocast would round an fp32 weight to bf16 or f16 for this call, and the products
+// can do it instead: the weight is a leaf or needs no gradient, so its gradient goes straight to
+// the leaf's accumulation, which would widen the cast's gradient in any case.
 bool product_rounds_weight(const Tensor& x, const Tensor& weight) {
   const bool narrowable = x.defined() && (x.dtype() == DType::f32 || x.dtype() == DType::bf16 ||
                                           x.dtype() == DType::f16);
-  return amp::autocast_enabled() && amp::autocast_dtype() == DType::bf16 && narrowable &&
+  const bool narrow_autocast = amp::autocast_dtype() == DType::bf16 ||
+                               amp::autocast_dtype() == DType::f16;
+  return amp::autocast_enabled() && narrow_autocast && narrowable &&
          weight.defined() && weight.dtype() == DType::f32 &&
          (weight.is_leaf() || !weight.requires_grad());
 }

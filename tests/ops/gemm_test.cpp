@@ -232,5 +232,41 @@ TEST(Gemm, AutocastLinearWithAnFp32WeightHasTheBitsOfTheCastWeight) {
   }
 }
 
+// Under f16 autocast too an fp32 parameter goes to the linear's products as it is, rounded to
+// f16's values in fp32 (this CPU has no fp16 arithmetic): the output and every gradient have
+// the bits of the path through autocast's cast, the weight's gradient in fp32, at any rows.
+TEST(Gemm, AutocastF16LinearWithAnFp32WeightHasTheBitsOfTheCastWeight) {
+  Philox rng(PhiloxState{33, 0, 0});
+  for (int64_t rows : {64, 1, 7}) {
+    const int64_t in = 96, out = 48;
+    const Tensor x0 = randn({rows, in}, rng, 1.0, DType::f32);
+    // Some weights past f16's largest finite value and some in its subnormals.
+    Tensor w0 = randn({out, in}, rng, 0.1, DType::f32);
+    w0.data<float>()[3] = 70000.0f;
+    w0.data<float>()[5] = 3e-6f;
+    const Tensor b0 = randn({out}, rng, 0.1, DType::f32);
+    const Tensor g = randn({rows, out}, rng, 1.0, DType::f16);
+    Tensor x = x0.clone().set_requires_grad(true);
+    Tensor w = w0.clone().set_requires_grad(true), b = b0.clone().set_requires_grad(true);
+    Tensor y;
+    {
+      amp::Autocast autocast(DType::f16);
+      y = ops::linear(x, w, b);
+    }
+    y.backward(g);
+    Tensor x2 = x0.clone().set_requires_grad(true);
+    Tensor w2 = w0.clone().set_requires_grad(true), b2 = b0.clone().set_requires_grad(true);
+    const Tensor y2 =
+        ops::linear(x2.to(DType::f16), w2.to(DType::f16), b2.to(DType::f16));
+    y2.backward(g);
+    ASSERT_EQ(y.dtype(), DType::f16);
+    ASSERT_EQ(w.grad().dtype(), DType::f32);
+    EXPECT_EQ(first_difference(y, y2), "") << "rows " << rows;
+    EXPECT_EQ(first_difference(x.grad(), x2.grad()), "") << "rows " << rows;
+    EXPECT_EQ(first_difference(w.grad(), w2.grad()), "") << "rows " << rows;
+    EXPECT_EQ(first_difference(b.grad(), b2.grad()), "") << "rows " << rows;
+  }
+}
+
 }  // namespace
 }  // namespace mixp

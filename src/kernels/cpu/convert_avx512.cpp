@@ -153,6 +153,14 @@ void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
   });
 }
 
+void f32_round_to_f16(const float* src, float* dst, size_t n) {
+  for_each_block_of_16(n, [&](size_t i, __mmask16 m, auto block) {
+    const __m256i h =
+        _mm512_cvtps_ph(load_f32(src + i, m, block), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    store_f32(dst + i, m, _mm512_cvtph_ps(h), block);
+  });
+}
+
 void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   // 32 a step: packus narrows per 128-bit lane, and the permute puts the quarters in order.
   const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);

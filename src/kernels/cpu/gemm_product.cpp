@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/round_to_f16.h"
 #include "mixp/error.h"
 #include "mixp/runtime.h"
 
@@ -16,6 +17,16 @@ Tensor b_as_a(const Tensor& a, const Tensor& b) {
   return b.dtype() == a.dtype() ? b : b.to(a.dtype());
 }
 
+// b as oneDNN's product takes it: an f32 b with an f16 a, whose product runs in fp32 (this CPU
+// has no fp16 arithmetic), becomes b.to(f16).to(f32), the widening the product would make of
+// the cast, in one pass that writes fp32 where the cast and the widening were two.
+Tensor b_for_onednn(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != DType::f16 || b.dtype() != DType::f32) return b_as_a(a, b);
+  Tensor rounded = empty(b.shape(), DType::f32, MemoryTag::workspace, b.device());
+  round_to_f16_values(b, rounded);
+  return rounded;
+}
+
 // op(a) op(b) (+ bias) into c of the accumulation dtype by oneDNN. oneDNN adds the bias itself,
 // in the same pass (a separate pass over C cost about 1% of a gpt step).
 void product_onednn(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
@@ -27,7 +38,7 @@ void product_onednn(const GemmShape& s, const Tensor& a, const Tensor& b, const 
     gemm_fast(s, in, a.raw_data(), b.raw_data(), c.data<float>(), DType::f32, bias_data);
     return;
   }
-  const Tensor wa = a.to(DType::f32), wb = b.to(DType::f32);
+  const Tensor wa = a.to(DType::f32), wb = b.dtype() == DType::f32 ? b : b.to(DType::f32);
   gemm_fast(s, DType::f32, wa.raw_data(), wb.raw_data(), c.data<float>(), DType::f32, bias_data);
 }
 
@@ -67,14 +78,15 @@ int64_t rows_per_block(const GemmShape& s) {
 }
 
 using ProductFn = void (*)(const GemmShape&, const Tensor&, const Tensor&, const Tensor&, Tensor&);
+using PrepareBFn = Tensor (*)(const Tensor& a, const Tensor& b);
 
 // The product into out directly when out has the accumulation dtype; else block by block of
-// rows into an fp32 (f64) block, each rounded into its rows of out.
-template <ProductFn product>
+// rows into an fp32 (f64) block, each rounded into its rows of out. b is prepared once.
+template <ProductFn product, PrepareBFn prepare_b>
 void product_in_blocks(const GemmShape& s, const Tensor& a, const Tensor& b_in, const Tensor& bias,
                        Tensor& out) {
   const DType acc = accumulation_of(a);
-  const Tensor b = b_as_a(a, b_in);
+  const Tensor b = prepare_b(a, b_in);
   if (out.dtype() == acc) {
     product(s, a, b, bias, out);
     return;
@@ -149,7 +161,9 @@ Kernel<GemmProductFn> gemm_product(
     "gemm_product",
     {{.name = "pairs_bf16", .applies = pairs_apply, .fn = pairs_bf16},
      {.name = "onednn_bf16", .applies = rounds_bf16_in_product, .fn = onednn_bf16},
-     {.name = "onednn", .applies = not_f64, .fn = product_in_blocks<product_onednn>},
-     {.name = "reference", .fn = product_in_blocks<product_reference>, .fallback = true}});
+     {.name = "onednn", .applies = not_f64,
+      .fn = product_in_blocks<product_onednn, b_for_onednn>},
+     {.name = "reference", .fn = product_in_blocks<product_reference, b_as_a>,
+      .fallback = true}});
 
 }  // namespace mixp::kernels

@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/gemm_product.h"
+#include "kernels/round_to_f16.h"
 #include "mixp/runtime.h"
 
 namespace mixp::kernels {
@@ -41,6 +42,19 @@ bool unfused(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
     gemm_product(s, g, x, Tensor(), narrow);
     dw.copy_(narrow);
   }
+  return false;
+}
+
+bool f16_into_f32_applies(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor&) {
+  return g.dtype() == DType::f16 && x.dtype() == DType::f16 && dw.dtype() == DType::f32;
+}
+
+// The fp32 sums straight into dw, then rounded to f16's values there: the bits of unfused's
+// f16 copy widened, in one pass over dw where the copy took a write and a read of its own.
+bool f16_into_f32(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
+  const GemmShape s{.m = dw.size(0), .n = dw.size(1), .k = g.size(0), .trans_a = true};
+  gemm_product(s, g, x, Tensor(), dw);
+  round_to_f16_values(dw, dw);
   return false;
 }
 
@@ -104,7 +118,9 @@ Kernel<LinearGradsFn> linear_grads(
                      {.name = "separate", .fn = separate, .fallback = true}});
 
 Kernel<LinearWeightGradsFn> linear_weight_grads(
-    "linear_weight_grads", {{.name = "fused_bf16", .applies = fused_applies, .fn = fused_bf16},
-                            {.name = "unfused", .fn = unfused, .fallback = true}});
+    "linear_weight_grads",
+    {{.name = "fused_bf16", .applies = fused_applies, .fn = fused_bf16},
+     {.name = "f16_into_f32", .applies = f16_into_f32_applies, .fn = f16_into_f32},
+     {.name = "unfused", .fn = unfused, .fallback = true}});
 
 }  // namespace mixp::kernels

@@ -142,6 +142,9 @@ void tile_a_f32(const PairGemm& g, int64_t i, int64_t j, int64_t, int64_t pairs)
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) ar[r] = g.a_f32 + 2 * (i + r) * g.a_row;
   const uint16_t* bp = g.b + 2 * j;
+  // The next tile's rows, a tile ahead, where there is a next tile (else this tile's own, which
+  // costs nothing): at 64 rows the weight comes from memory, each of its rows a stream of its own.
+  const int64_t next_tile = i + 2 * MR <= g.m ? 2 * MR * g.a_row : 0;
   for (int64_t p0 = 0; p0 < pairs; p0 += 16) {
     const int64_t chunk = pairs - p0 < 16 ? pairs - p0 : 16;
     if (chunk == 16) {
@@ -149,6 +152,8 @@ void tile_a_f32(const PairGemm& g, int64_t i, int64_t j, int64_t, int64_t pairs)
       for (int r = 0; r < MR; ++r) {
         const __m512i w = convert32(_mm512_loadu_ps(ar[r] + 2 * p0), _mm512_loadu_ps(ar[r] + 2 * p0 + 16));
         _mm512_store_si512(words[r], w);
+        _mm_prefetch(reinterpret_cast<const char*>(ar[r] + next_tile + 2 * p0), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ar[r] + next_tile + 2 * p0 + 16), _MM_HINT_T0);
       }
     } else {
       const TailMasks m = tail_masks(size_t(2 * chunk));

@@ -14,6 +14,10 @@ void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = float16::from_bits(src[i]);
 }
 
+void f32_round_to_f16(const float* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = float(float16(src[i]));
+}
+
 void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = bfloat16(src[i]).bits;
 }
