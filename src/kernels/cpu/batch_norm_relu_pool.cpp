@@ -240,36 +240,75 @@ void relu_pool_backward_scatter(const Tensor& x, const Tensor& y, const Tensor& 
   batch_norm_backward(x, full, weight, mean, rstd, training, dx, dweight, dbias);
 }
 
+/// The pooled backward for bf16 and f16 with the scatter folded into batch norm's two passes:
+/// each plane's full-size gradient is built by scatter_winners' AVX-512 plane in a scratch of
+/// one plane, which stays in L1, and summed or turned into dx from there by batch norm's rows,
+/// so the full-size gradient is never written to memory and read back twice. The same planes,
+/// sums in the same chunks and the same rows as the scatter then batch_norm_backward: the same
+/// bits.
 template <typename T>
-void relu_pool_scatter_half(const Tensor& y, const Tensor& window, const Tensor& g, Tensor& full) {
-  const int64_t h = full.size(2), w = full.size(3), pooled = (h / 2) * (w / 2);
+void relu_pool_backward_folded(const Tensor& x, const Tensor& y, const Tensor& window,
+                               const Tensor& g, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
+                               Tensor& dbias) {
+  const Geometry geo = geometry_of(x.shape());
+  const int64_t h = x.size(2), w = x.size(3), s = geo.s, pooled = (h / 2) * (w / 2);
+  const T* xd = x.data<T>();
   const T* yd = y.data<T>();
   const T* gd = g.data<T>();
   const uint8_t* wd = window.data<uint8_t>();
-  T* out = full.data<T>();
-  parallel_for(full.size(0) * full.size(1),
-               std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t p = begin; p < end; ++p) {
-                   avx512_bf16::batch_norm_relu_pool_scatter_plane(
-                       &yd[p * pooled].bits, wd + p * pooled, &gd[p * pooled].bits, h, w,
-                       &out[p * h * w].bits);
-                 }
-               });
+  const float* md = mean.data<float>();
+  const float* rd = rstd.data<float>();
+  auto plane_gradient = [&](int64_t u, uint16_t* out) {
+    avx512_bf16::batch_norm_relu_pool_scatter_plane(&yd[u * pooled].bits, wd + u * pooled,
+                                                    &gd[u * pooled].bits, h, w, out);
+  };
+  std::vector<float> sums(static_cast<size_t>(2 * geo.c), 0.0f);  // [c][sum(g), sum(g xhat)]
+  if ((dx.defined() && training) || dweight.defined() || dbias.defined()) {
+    sums = channel_sums<float>(geo, 2, [&](int64_t begin, int64_t end, float* p) {
+      const auto plane = chunk_scratch<uint16_t>(s);
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t c = u % geo.c;
+        plane_gradient(u, plane.get());
+        float sum_g = 0, sum_gx = 0;
+        avx512_bf16::batch_norm_grad_sums(half_of<T>(), &xd[u * s].bits, plane.get(), nullptr, s,
+                                          md[c], rd[c], sum_g, sum_gx);
+        p[2 * c] += sum_g;
+        p[2 * c + 1] += sum_gx;
+      }
+    });
+  }
+  if (dx.defined()) {
+    const std::vector<float> scale = values_as<float>(weight);
+    const float count = float(geo.per_channel());
+    T* out = dx.data<T>();
+    parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
+      const auto plane = chunk_scratch<uint16_t>(s);
+      for (int64_t u = begin; u < end; ++u) {
+        const size_t c = size_t(u % geo.c);
+        plane_gradient(u, plane.get());
+        avx512_bf16::batch_norm_grad_rows(half_of<T>(), &xd[u * s].bits, plane.get(), nullptr,
+                                          &out[u * s].bits, s, md[c], rd[c],
+                                          scale.empty() ? 1.0f : scale[c], sums[2 * c] / count,
+                                          sums[2 * c + 1] / count, training);
+      }
+    });
+  }
+  if (dweight.defined()) store_channels(sums, 2, 1, dweight);
+  if (dbias.defined()) store_channels(sums, 2, 0, dbias);
 }
 
-// scatter_winners on AVX-512 for bf16 and f16, 16 windows at a time; the same values.
 void relu_pool_backward_half(const Tensor& x, const Tensor& y, const Tensor& window,
                              const Tensor& g, const Tensor& weight, const Tensor& mean,
                              const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
                              Tensor& dbias) {
-  Tensor full = empty(x.shape(), x.dtype(), MemoryTag::workspace, x.device());
   if (x.dtype() == DType::bf16) {
-    relu_pool_scatter_half<bfloat16>(y, window, g, full);
+    relu_pool_backward_folded<bfloat16>(x, y, window, g, weight, mean, rstd, training, dx,
+                                        dweight, dbias);
   } else {
-    relu_pool_scatter_half<float16>(y, window, g, full);
+    relu_pool_backward_folded<float16>(x, y, window, g, weight, mean, rstd, training, dx, dweight,
+                                       dbias);
   }
-  batch_norm_backward(x, full, weight, mean, rstd, training, dx, dweight, dbias);
 }
 
 bool is_half_pool_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
@@ -311,7 +350,7 @@ Kernel<BatchNormReluPoolFn> batch_norm_relu_pool_forward(
 
 Kernel<BatchNormReluPoolBackwardFn> batch_norm_relu_pool_backward(
     "batch_norm_relu_pool_backward",
-    {{.name = "half_rows_scatter",
+    {{.name = "half_rows_folded",
       .isa = Isa::avx512_bf16,
       .applies = is_half_pool_backward,
       .fn = relu_pool_backward_half},
