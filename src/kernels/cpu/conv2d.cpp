@@ -225,7 +225,65 @@ void backward_data_through_accumulation(const ConvShape& s, const Tensor& dy, co
   dx.copy_(wide);
 }
 
+bool shared_applies(const Tensor& x, const Tensor& dx, const Tensor& dweight, DType in) {
+  return x.dtype() == in && (dx.dtype() == in || dx.dtype() == DType::f32) &&
+         dweight.dtype() == DType::f32;
+}
+bool bf16_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&,
+                   const Tensor& dx, const Tensor& dweight) {
+  return shared_applies(x, dx, dweight, DType::bf16);
+}
+bool f32_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&,
+                  const Tensor& dx, const Tensor& dweight) {
+  return shared_applies(x, dx, dweight, DType::f32);
+}
+bool half_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&,
+                   const Tensor& dx, const Tensor& dweight) {
+  return shared_applies(x, dx, dweight, DType::bf16) || shared_applies(x, dx, dweight, DType::f16);
+}
+
+void onednn_shared_dy(const ConvShape& s, const Tensor& x, const Tensor& dy, const Tensor& weight,
+                      Tensor& dx, Tensor& dweight) {
+  conv2d_backward_fast(s, x.dtype(), x.raw_data(), dy.raw_data(), weight.raw_data(), dx.dtype(),
+                       dx.raw_data(), dweight.data<float>());
+}
+
+// dy widened once for both passes (the two kernels in turn widen it once each); x only after
+// dx is rounded and its fp32 buffer freed, so that the peak is the two kernels' in turn.
+void onednn_widened_dy_once(const ConvShape& s, const Tensor& x, const Tensor& dy,
+                            const Tensor& weight, Tensor& dx, Tensor& dweight) {
+  const Tensor wide_dy = dy.to(DType::f32);
+  {
+    const Tensor wide_weight = weight.to(DType::f32);
+    Tensor wide_dx = dx.dtype() == DType::f32
+                         ? dx
+                         : empty(dx.shape(), DType::f32, MemoryTag::workspace, dx.device());
+    conv2d_backward_data_fast(s, DType::f32, wide_dy.raw_data(), wide_weight.raw_data(),
+                              wide_dx.data<float>());
+    if (dx.dtype() != DType::f32) dx.copy_(wide_dx);
+  }
+  const Tensor wide_x = x.to(DType::f32);
+  conv2d_backward_weights_fast(s, DType::f32, wide_x.raw_data(), wide_dy.raw_data(),
+                               dweight.data<float>());
+}
+
+void backward_passes_in_turn(const ConvShape& s, const Tensor& x, const Tensor& dy,
+                             const Tensor& weight, Tensor& dx, Tensor& dweight) {
+  conv2d_backward_data_rounded(s, dy, weight, dx);
+  conv2d_backward_weights(s, x, dy, dweight);
+}
+
 }  // namespace
+
+Kernel<Conv2dBackwardFn> conv2d_backward(
+    "conv2d_backward",
+    {{.name = "onednn_bf16_shared_dy",
+      .isa = Isa::avx512_bf16,
+      .applies = bf16_backward,
+      .fn = onednn_shared_dy},
+     {.name = "onednn_f32_shared_dy", .applies = f32_backward, .fn = onednn_shared_dy},
+     {.name = "onednn_widened_dy_once", .applies = half_backward, .fn = onednn_widened_dy_once},
+     {.name = "in_turn", .fn = backward_passes_in_turn, .fallback = true}});
 
 Kernel<Conv2dPassFn> conv2d_backward_data_rounded(
     "conv2d_backward_data_rounded",

@@ -166,6 +166,66 @@ void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
               s.kw, "], groups ", s.groups);
 }
 
+using BackwardData =
+    Cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
+using BackwardWeights = Cached<dnnl::convolution_backward_weights::primitive_desc,
+                               dnnl::convolution_backward_weights>;
+
+// The backward-data pass writing `out` from inputs of type `t`, made once per shape.
+std::shared_ptr<const BackwardData> backward_data(const ConvShape& s, DType in, DType out,
+                                                  const Geometry& g, DnnlRuntime& r) {
+  const dt t = dnnl_type(in), out_t = dnnl_type(out);
+  return cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
+      {.shape = s, .in = in, .out = out}, [&] {
+        const dnnl::convolution_backward_data::desc d(
+            dnnl::algorithm::convolution_direct, any(g.src, out_t), any(g.weights, t),
+            any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(d, r.engine, forward_pd(g, t, r));
+      });
+}
+
+// The backward-weights pass (an f32 result) from inputs of type `in`, made once per shape.
+std::shared_ptr<const BackwardWeights> backward_weights(const ConvShape& s, DType in,
+                                                        const Geometry& g, DnnlRuntime& r) {
+  const dt t = dnnl_type(in);
+  return cached<dnnl::convolution_backward_weights::primitive_desc,
+                dnnl::convolution_backward_weights>({.shape = s, .in = in}, [&] {
+    const dnnl::convolution_backward_weights::desc d(
+        dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32), any(g.dst, t),
+        g.strides, g.dilates, g.pad_l, g.pad_r);
+    return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
+  });
+}
+
+void run_backward_data(const BackwardData& c, const Geometry& g, dt t, const dnnl::memory& dy,
+                       const void* weight, dt out_t, void* dx, DnnlRuntime& r) {
+  run(c.primitive, {.arg = DNNL_ARG_DIFF_DST, .user = dy, .want = c.pd.diff_dst_desc()},
+      {.arg = DNNL_ARG_WEIGHTS,
+       .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+       .want = c.pd.weights_desc()},
+      {.arg = DNNL_ARG_DIFF_SRC,
+       .user = {{g.src, out_t, tag::nchw}, r.engine, dx},
+       .want = c.pd.diff_src_desc()},
+      r);
+}
+
+void run_backward_weights(const BackwardWeights& c, const Geometry& g, dt t, const void* x,
+                          const dnnl::memory& dy, float* dweight, DnnlRuntime& r) {
+  run(c.primitive,
+      {.arg = DNNL_ARG_SRC,
+       .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
+       .want = c.pd.src_desc()},
+      {.arg = DNNL_ARG_DIFF_DST, .user = dy, .want = c.pd.diff_dst_desc()},
+      {.arg = DNNL_ARG_DIFF_WEIGHTS,
+       .user = {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
+       .want = c.pd.diff_weights_desc()},
+      r);
+}
+
+dnnl::memory user_dy(const Geometry& g, dt t, const void* dy, DnnlRuntime& r) {
+  return {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)};
+}
+
 }  // namespace
 
 void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight,
@@ -221,29 +281,10 @@ void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, 
   if (s.n == 0) return;
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
-  const dt t = dnnl_type(in), out_t = dnnl_type(out);
+  const dt t = dnnl_type(in);
   try {
-    const auto c =
-        cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-            {.shape = s, .in = in, .out = out}, [&] {
-              const dnnl::convolution_backward_data::desc d(
-                  dnnl::algorithm::convolution_direct, any(g.src, out_t), any(g.weights, t),
-                  any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
-              return dnnl::convolution_backward_data::primitive_desc(d, r.engine,
-                                                                     forward_pd(g, t, r));
-            });
-    const auto& pd = c->pd;
-    run(c->primitive,
-        {.arg = DNNL_ARG_DIFF_DST,
-         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         .want = pd.diff_dst_desc()},
-        {.arg = DNNL_ARG_WEIGHTS,
-         .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
-         .want = pd.weights_desc()},
-        {.arg = DNNL_ARG_DIFF_SRC,
-         .user = {{g.src, out_t, tag::nchw}, r.engine, dx},
-         .want = pd.diff_src_desc()},
-        r);
+    run_backward_data(*backward_data(s, in, out, g, r), g, t, user_dy(g, t, dy, r), weight,
+                      dnnl_type(out), dx, r);
   } catch (const dnnl::error& e) {
     fail("backward-data", e, s);
   }
@@ -260,27 +301,36 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    const auto c = cached<dnnl::convolution_backward_weights::primitive_desc,
-                          dnnl::convolution_backward_weights>({.shape = s, .in = in}, [&] {
-      const dnnl::convolution_backward_weights::desc d(
-          dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32),
-          any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
-      return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
-    });
-    const auto& pd = c->pd;
-    run(c->primitive,
-        {.arg = DNNL_ARG_SRC,
-         .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
-         .want = pd.src_desc()},
-        {.arg = DNNL_ARG_DIFF_DST,
-         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         .want = pd.diff_dst_desc()},
-        {.arg = DNNL_ARG_DIFF_WEIGHTS,
-         .user = {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
-         .want = pd.diff_weights_desc()},
-        r);
+    run_backward_weights(*backward_weights(s, in, g, r), g, t, x, user_dy(g, t, dy, r), dweight,
+                         r);
   } catch (const dnnl::error& e) {
     fail("backward-weights", e, s);
+  }
+}
+
+void conv2d_backward_fast(const ConvShape& s, DType in, const void* x, const void* dy,
+                          const void* weight, DType dx_type, void* dx, float* dweight) {
+  check_input(in);
+  MIXP_ASSERT(dx_type == DType::f32 || (dx_type == DType::bf16 && in == DType::bf16),
+              "oneDNN convolution's backward-data from ", name_of(in), " to ", name_of(dx_type));
+  if (s.n == 0) {
+    std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
+    return;
+  }
+  DnnlRuntime& r = dnnl_runtime();
+  const Geometry g = geometry(s);
+  const dt t = dnnl_type(in);
+  try {
+    const auto data = backward_data(s, in, dx_type, g, r);
+    const auto weights = backward_weights(s, in, g, r);
+    // dy in the backward-data pass's layout, reordered once; the backward-weights pass reads
+    // that copy where it chose the same layout (run reorders it again where it did not).
+    const dnnl::memory dy_mem = input_as(user_dy(g, t, dy, r), data->pd.diff_dst_desc(), r);
+    run_backward_data(*data, g, t, dy_mem, weight, dnnl_type(dx_type), dx, r);
+    const bool shared = weights->pd.diff_dst_desc() == data->pd.diff_dst_desc();
+    run_backward_weights(*weights, g, t, x, shared ? dy_mem : user_dy(g, t, dy, r), dweight, r);
+  } catch (const dnnl::error& e) {
+    fail("backward", e, s);
   }
 }
 
