@@ -1,6 +1,7 @@
 // conv2d's kernels beyond the passes that ops_test's conv tests hold to sums in double:
 // conv2d_backward, both backward passes in one call, against the two pass kernels called in
-// turn (its fallback), for every candidate and thread count.
+// turn (its fallback); conv2d_bias_grad's candidates against ops::sum's passes (its fallback);
+// for every candidate and thread count.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "kernels/conv2d.h"
 #include "mixp/cpu.h"
+#include "mixp/ops.h"
 #include "mixp/random.h"
 #include "mixp/runtime.h"
 
@@ -128,6 +130,55 @@ TEST(Conv2dBackward, WidenedCandidateGivesTheBitsOfThePassKernelsOnBf16) {
   conv2d_backward(s, x, dy, w, got.dx, got.dw);
   EXPECT_TRUE(same_bits(got.dx, want.dx));
   EXPECT_TRUE(same_bits(got.dw, want.dw));
+}
+
+std::string bias_grad_chosen(const Shape& g_shape, DType dtype) {
+  return conv2d_bias_grad.select(zeros(g_shape, dtype)).name;
+}
+
+// The AVX-512 row sums where a row is one of ops::sum's blocks and the dtype is f32, bf16 or
+// f16; the scalar fused sums elsewhere in ops::sum's order; its passes where they are not.
+TEST(Conv2dBiasGrad, IsChosenByDtypeIsaAndShape) {
+  if (reference_mode()) GTEST_SKIP() << "MIXP_REFERENCE=1 chooses the fallback everywhere";
+  const std::string fast = best_isa() >= Isa::avx512 ? "avx512_fused" : "openmp_fused";
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    EXPECT_EQ(bias_grad_chosen({64, 32, 28, 28}, dtype), fast);
+  }
+  EXPECT_EQ(bias_grad_chosen({2, 3, 4, 256}, DType::bf16), fast);
+  EXPECT_EQ(bias_grad_chosen({2, 3, 4, 257}, DType::bf16), "openmp_fused");
+  EXPECT_EQ(bias_grad_chosen({2, 3, 4, 4}, DType::f64), "by_dims");
+  IsaLimit no_avx512(Isa::avx2);
+  EXPECT_EQ(bias_grad_chosen({64, 32, 28, 28}, DType::bf16), "openmp_fused");
+}
+
+// Every candidate gives the bits of ops::sum(g.to(f32), {0, 2, 3}), the fallback's passes, for
+// 1, 2 and 3 threads: the cnn's two gradients, rows and columns that are not multiples of 16
+// (one row, one column, 17, 33), planes of more than 16 rows, rows of 256 values, one channel.
+TEST(Conv2dBiasGrad, EveryCandidateGivesTheBitsOfOpsSum) {
+  const std::vector<Shape> shapes = {{64, 32, 28, 28}, {64, 64, 14, 14}, {3, 5, 17, 33},
+                                     {2, 3, 1, 1},     {1, 4, 40, 1},    {2, 2, 33, 256},
+                                     {5, 1, 7, 9},     {1, 3, 16, 16}};
+  const int threads = num_threads();
+  Philox rng(PhiloxState{95, 0, 0});
+  for (const Shape& shape : shapes) {
+    for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      const Tensor g = randn(shape, rng, 1.0, dtype);
+      const std::vector<double> want = ops::sum(g.to(DType::f32), {0, 2, 3}).to_vector();
+      for (const Isa isa : {best_isa(), Isa::avx2, Isa::scalar}) {
+        IsaLimit limit(isa);
+        for (int t : {1, 2, 3}) {
+          set_num_threads(t);
+          const std::string what = shape.to_string() + " " + name_of(dtype) + ", " +
+                                   conv2d_bias_grad.select(g).name + ", " + std::to_string(t) +
+                                   " threads";
+          const Tensor got = conv2d_bias_grad(g);
+          ASSERT_EQ(got.dtype(), DType::f32) << what;
+          EXPECT_EQ(got.to_vector(), want) << what;
+        }
+      }
+    }
+  }
+  set_num_threads(threads);
 }
 
 }  // namespace

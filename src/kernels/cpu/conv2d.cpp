@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
+#include "kernels/plane_row_sums_isa.h"
 #include "kernels/sum.h"
 #include "tensor/element.h"
 
@@ -85,10 +86,66 @@ void add_bias(Tensor& y, const Tensor& bias) {
   }
 }
 
-// Each plane's rows summed from +0 in blocks of 256 (blocked_sum), then its rows likewise, then
-// the planes of a channel one image after another: the order of ops::sum(g.to(acc), {0, 2, 3}),
-// which reduces W, then H, then N, without its widened copy and its two intermediate tensors.
+// The sums of an h x w plane's rows, each from +0 in blocks of 256 (blocked_sum), in Acc.
 template <typename T>
+class ScalarRowSums {
+ public:
+  using Acc = Compute<T>;
+  ScalarRowSums(int64_t h, int64_t w)
+      : wide_(std::is_same_v<T, Acc> ? 0 : static_cast<size_t>(h * w)) {}
+
+  void operator()(const T* data, int64_t h, int64_t w, Acc* rows) {
+    const Acc* plane = nullptr;
+    if constexpr (std::is_same_v<T, Acc>) {
+      plane = data;
+    } else {
+      // f16 and bf16 planes widened once with the vectorized kernel: a conversion per element
+      // in the loop below (f16's in software) cost a tenth of an amp-fp16 cnn step. Widening
+      // is exact, so the sums keep their bits.
+      widen(data, h * w, wide_.data());
+      plane = wide_.data();
+    }
+    int64_t r = 0;
+    if (w <= 256) {
+      // One block a row: a sum from +0 in order, as blocked_sum's. Eight rows at a time, so
+      // that eight chains of dependent additions overlap.
+      constexpr int64_t kRows = 8;
+      for (; r + kRows <= h; r += kRows) {
+        Acc acc[kRows] = {};
+        for (int64_t i = 0; i < w; ++i)
+          for (int64_t k = 0; k < kRows; ++k) acc[k] += plane[(r + k) * w + i];
+        for (int64_t k = 0; k < kRows; ++k) rows[r + k] = acc[k];
+      }
+    }
+    for (; r < h; ++r) rows[r] = blocked_sum<Acc>(plane + r * w, w);
+  }
+
+ private:
+  std::vector<Acc> wide_;
+};
+
+// The same sums for w <= 256, 16 rows in the lanes of an AVX-512 vector
+// (kernels/plane_row_sums_isa.h); f16 and bf16 widened in registers.
+template <typename T>
+struct Avx512RowSums {
+  Avx512RowSums(int64_t, int64_t) {}
+  void operator()(const T* plane, int64_t h, int64_t w, float* rows) const {
+    if constexpr (std::is_same_v<T, float>) {
+      avx512::plane_row_sums_f32(plane, h, w, rows);
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      avx512::plane_row_sums_bf16(reinterpret_cast<const uint16_t*>(plane), h, w, rows);
+    } else {
+      static_assert(std::is_same_v<T, float16>, "f32, bf16 and f16 planes only");
+      avx512::plane_row_sums_f16(reinterpret_cast<const uint16_t*>(plane), h, w, rows);
+    }
+  }
+};
+
+// Each plane's rows summed by RowSums, then its rows from +0 in blocks of 256 (blocked_sum),
+// then the planes of a channel one image after another: the order of ops::sum(g.to(acc),
+// {0, 2, 3}), which reduces W, then H, then N, without its widened copy and its two
+// intermediate tensors.
+template <typename T, template <typename> class RowSums>
 Tensor bias_grad_planes(const Tensor& g) {
   using Acc = Compute<T>;
   const int64_t n = g.size(0), c = g.size(1), h = g.size(2), w = g.size(3);
@@ -97,31 +154,9 @@ Tensor bias_grad_planes(const Tensor& g) {
   parallel_for(n * c, std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
                [&](int64_t begin, int64_t end) {
                  std::vector<Acc> rows(static_cast<size_t>(h));
-                 // f16 and bf16 planes widened once with the vectorized kernel: a conversion
-                 // per element in the loop below (f16's in software) cost a tenth of an
-                 // amp-fp16 cnn step. Widening is exact, so the sums keep their bits.
-                 std::vector<Acc> wide(std::is_same_v<T, Acc> ? 0 : static_cast<size_t>(h * w));
+                 RowSums<T> row_sums(h, w);
                  for (int64_t p = begin; p < end; ++p) {
-                   const Acc* plane = nullptr;
-                   if constexpr (std::is_same_v<T, Acc>) {
-                     plane = data + p * h * w;
-                   } else {
-                     widen(data + p * h * w, h * w, wide.data());
-                     plane = wide.data();
-                   }
-                   int64_t r = 0;
-                   if (w <= 256) {
-                     // One block a row: a sum from +0 in order, as blocked_sum's. Eight rows at
-                     // a time, so that eight chains of dependent additions overlap.
-                     constexpr int64_t kRows = 8;
-                     for (; r + kRows <= h; r += kRows) {
-                       Acc acc[kRows] = {};
-                       for (int64_t i = 0; i < w; ++i)
-                         for (int64_t k = 0; k < kRows; ++k) acc[k] += plane[(r + k) * w + i];
-                       for (int64_t k = 0; k < kRows; ++k) rows[size_t(r + k)] = acc[k];
-                     }
-                   }
-                   for (; r < h; ++r) rows[size_t(r)] = blocked_sum<Acc>(plane + r * w, w);
+                   row_sums(data + p * h * w, h, w, rows.data());
                    planes[size_t(p)] = blocked_sum<Acc>(rows.data(), h);
                  }
                });
@@ -140,7 +175,16 @@ Tensor bias_grad_planes(const Tensor& g) {
 
 Tensor bias_grad_fused(const Tensor& g) {
   Tensor out;
-  visit_floating(g.dtype(), "conv2d", [&]<typename T>() { out = bias_grad_planes<T>(g); });
+  visit_floating(g.dtype(), "conv2d",
+                 [&]<typename T>() { out = bias_grad_planes<T, ScalarRowSums>(g); });
+  return out;
+}
+
+Tensor bias_grad_avx512(const Tensor& g) {
+  Tensor out;
+  visit_floating(g.dtype(), "conv2d", [&]<typename T>() {
+    if constexpr (std::is_same_v<Compute<T>, float>) out = bias_grad_planes<T, Avx512RowSums>(g);
+  });
   return out;
 }
 
@@ -151,6 +195,12 @@ bool sums_in_ops_order(const Tensor& g) {
   const int64_t rows = g.size(0) * g.size(1) * g.size(2), planes = g.size(0) * g.size(1);
   return g.dtype() != DType::f64 && !(rows < 4 && g.size(3) > 65536) &&
          !(planes < 4 && g.size(2) > 65536) && !(g.size(1) == 1 && g.size(0) > 65536);
+}
+
+// The AVX-512 row sums: one block of ops::sum a row, and f32, bf16 or f16 values.
+bool rows_in_one_block(const Tensor& g) {
+  return sums_in_ops_order(g) && g.size(3) <= 256 &&
+         (g.dtype() == DType::f32 || g.dtype() == DType::bf16 || g.dtype() == DType::f16);
 }
 
 // ops::sum(g.to(acc), {0, 2, 3})'s own passes: W, then H, then N reduced one at a time by the
@@ -315,7 +365,11 @@ Kernel<Conv2dAddBiasFn> conv2d_add_bias(
 
 Kernel<Conv2dBiasGradFn> conv2d_bias_grad(
     "conv2d_bias_grad",
-    {{.name = "openmp_fused", .applies = sums_in_ops_order, .fn = bias_grad_fused},
+    {{.name = "avx512_fused",
+      .isa = Isa::avx512,
+      .applies = rows_in_one_block,
+      .fn = bias_grad_avx512},
+     {.name = "openmp_fused", .applies = sums_in_ops_order, .fn = bias_grad_fused},
      {.name = "by_dims", .fn = bias_grad_by_dims, .fallback = true}});
 
 }  // namespace mixp::kernels
