@@ -17,19 +17,13 @@
 namespace mixp::kernels::avx512 {
 namespace {
 
-struct F32 {
-  using T = float;
-  static __m512 load(const float* p, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, p); }
-};
 struct Bf16 {
-  using T = uint16_t;
   static __m512 load(const uint16_t* p, __mmask16 lanes) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
 };
 struct F16 {
-  using T = uint16_t;
   static __m512 load(const uint16_t* p, __mmask16 lanes) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, p));
   }
@@ -70,7 +64,7 @@ void transpose16(__m512 v[16]) {
 }
 
 template <typename Load>
-void row_sums(const typename Load::T* plane, int64_t h, int64_t w, float* rows) {
+void row_sums(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
   for (int64_t r = 0; r < h; r += 16) {
     const int64_t count = std::min<int64_t>(16, h - r);
     __m512 acc = _mm512_setzero_ps();
@@ -89,9 +83,6 @@ void row_sums(const typename Load::T* plane, int64_t h, int64_t w, float* rows) 
 
 }  // namespace
 
-void plane_row_sums_f32(const float* plane, int64_t h, int64_t w, float* rows) {
-  row_sums<F32>(plane, h, w, rows);
-}
 void plane_row_sums_bf16(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
   row_sums<Bf16>(plane, h, w, rows);
 }
