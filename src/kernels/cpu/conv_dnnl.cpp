@@ -12,7 +12,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "kernels/channel_blocks.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/dnnl_runtime.h"
 #include "kernels/gemm.h"
@@ -91,34 +90,7 @@ class DnnlThreads {
 // futex wake and a context switch, for a copy of a few microseconds.
 constexpr size_t kSerialReorderBytes = size_t(256) << 10;
 
-bool has_layout(const dnnl::memory::desc& d, tag layout) {
-  return d == dnnl::memory::desc(d.dims(), d.data_type(), layout);
-}
-
-// A bf16 image between NCHW and 16-channel blocks by kernels/channel_blocks.h; false for every
-// other reorder.
-bool reorder_channel_blocks(const dnnl::memory& from, dnnl::memory& to) {
-  const dnnl::memory::desc a = from.get_desc(), b = to.get_desc();
-  if (a.data_type() != dt::bf16 || b.data_type() != dt::bf16 || a.dims().size() != 4 ||
-      a.dims()[1] % 16 != 0) {
-    return false;
-  }
-  const dims d = a.dims();
-  const auto* src = static_cast<const uint16_t*>(from.get_data_handle());
-  auto* dst = static_cast<uint16_t*>(to.get_data_handle());
-  if (has_layout(a, tag::nchw) && has_layout(b, tag::aBcd16b)) {
-    nchw_to_channel_blocks16(src, dst, d[0], d[1], d[2] * d[3]);
-    return true;
-  }
-  if (has_layout(a, tag::aBcd16b) && has_layout(b, tag::nchw)) {
-    channel_blocks16_to_nchw(src, dst, d[0], d[1], d[2] * d[3]);
-    return true;
-  }
-  return false;
-}
-
 void reorder(const dnnl::memory& from, dnnl::memory& to, DnnlRuntime& r) {
-  if (reorder_channel_blocks(from, to)) return;
   const bool small = to.get_desc().get_size() < kSerialReorderBytes;
   const DnnlThreads threads(small ? 1 : omp_get_max_threads());
   dnnl::reorder(from, to).execute(r.stream, const_cast<dnnl::memory&>(from), to);
