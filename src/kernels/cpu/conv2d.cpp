@@ -124,19 +124,23 @@ class ScalarRowSums {
   std::vector<Acc> wide_;
 };
 
-// The same sums of a bf16 or f16 plane for w <= 256, 16 rows in the lanes of an AVX-512 vector
-// (kernels/plane_row_sums_isa.h), widened in registers.
+// The same sums of a bf16 or f16 plane for w <= 256: the plane widened into an L1 buffer with
+// the vectorized kernel (one stream over memory), then 16 rows summed in the lanes of an
+// AVX-512 vector (kernels/plane_row_sums_isa.h).
 template <typename T>
-struct Avx512RowSums {
-  Avx512RowSums(int64_t, int64_t) {}
-  void operator()(const T* plane, int64_t h, int64_t w, float* rows) const {
-    if constexpr (std::is_same_v<T, bfloat16>) {
-      avx512::plane_row_sums_bf16(reinterpret_cast<const uint16_t*>(plane), h, w, rows);
-    } else {
-      static_assert(std::is_same_v<T, float16>, "bf16 and f16 planes only");
-      avx512::plane_row_sums_f16(reinterpret_cast<const uint16_t*>(plane), h, w, rows);
-    }
+class Avx512RowSums {
+ public:
+  Avx512RowSums(int64_t h, int64_t w) : wide_(static_cast<size_t>(h * w)) {}
+
+  void operator()(const T* plane, int64_t h, int64_t w, float* rows) {
+    static_assert(std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>,
+                  "bf16 and f16 planes only");
+    widen(plane, h * w, wide_.data());
+    avx512::plane_row_sums_f32(wide_.data(), h, w, rows);
   }
+
+ private:
+  std::vector<float> wide_;
 };
 
 // Each plane's rows summed by RowSums, then its rows from +0 in blocks of 256 (blocked_sum),

@@ -1,4 +1,4 @@
-// kernels/plane_row_sums_isa.h on AVX-512 F/BW: a row's sum is a chain of w dependent fp32
+// kernels/plane_row_sums_isa.h on AVX-512 F: a row's sum is a chain of w dependent fp32
 // additions that cannot be reordered without changing its bits, so the vector runs 16 rows'
 // chains side by side, one lane a row. The rows are read 16 values at a time and each 16 x 16
 // block is transposed in registers (64 shuffles), which gives, for column j, the vector of the
@@ -16,18 +16,6 @@
 
 namespace mixp::kernels::avx512 {
 namespace {
-
-struct Bf16 {
-  static __m512 load(const uint16_t* p, __mmask16 lanes) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, p));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-};
-struct F16 {
-  static __m512 load(const uint16_t* p, __mmask16 lanes) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes, p));
-  }
-};
 
 __m512 pairs_lo(__m512 a, __m512 b) {
   return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
@@ -63,8 +51,9 @@ void transpose16(__m512 v[16]) {
   }
 }
 
-template <typename Load>
-void row_sums(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
+}  // namespace
+
+void plane_row_sums_f32(const float* plane, int64_t h, int64_t w, float* rows) {
   for (int64_t r = 0; r < h; r += 16) {
     const int64_t count = std::min<int64_t>(16, h - r);
     __m512 acc = _mm512_setzero_ps();
@@ -73,21 +62,13 @@ void row_sums(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
       const auto lanes = __mmask16((1u << width) - 1);
       __m512 v[16];
       for (int64_t k = 0; k < 16; ++k)
-        v[k] = k < count ? Load::load(plane + (r + k) * w + c, lanes) : _mm512_setzero_ps();
+        v[k] = k < count ? _mm512_maskz_loadu_ps(lanes, plane + (r + k) * w + c)
+                         : _mm512_setzero_ps();
       transpose16(v);
       for (int64_t j = 0; j < width; ++j) acc = _mm512_add_ps(acc, v[j]);
     }
     _mm512_mask_storeu_ps(rows + r, __mmask16((1u << count) - 1), acc);
   }
-}
-
-}  // namespace
-
-void plane_row_sums_bf16(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
-  row_sums<Bf16>(plane, h, w, rows);
-}
-void plane_row_sums_f16(const uint16_t* plane, int64_t h, int64_t w, float* rows) {
-  row_sums<F16>(plane, h, w, rows);
 }
 
 }  // namespace mixp::kernels::avx512
