@@ -45,9 +45,9 @@ Backward allocate(const ConvCase& c, DType dx_dtype, DType dw_dtype) {
   return {.dx = empty(c.x, dx_dtype), .dw = empty(c.w, dw_dtype)};
 }
 
-// The cnn's two layers at 4 images (conv1 has one input channel), strided, grouped and 1 x 1 convolutions,
-// channel counts that are not multiples of oneDNN's blocks, on every floating dtype and on
-// both dx dtypes a low-precision input can ask for.
+// The cnn's two layers at 4 images (conv1 has one input channel), strided, grouped and 1 x 1
+// convolutions, channel counts that are not multiples of oneDNN's blocks, on every floating dtype
+// and on both dx dtypes a low-precision input can ask for.
 TEST(Conv2dBackward, GivesTheBitsOfThePassKernelsInTurn) {
   const std::vector<ConvCase> cases = {{{4, 32, 14, 14}, {64, 32, 3, 3}, 1, 1, 1},
                                        {{4, 1, 28, 28}, {32, 1, 3, 3}, 1, 1, 1},
@@ -125,8 +125,7 @@ TEST(Conv2dBackward, WidenedCandidateGivesTheBitsOfThePassKernelsOnBf16) {
   Backward want = allocate(c, DType::bf16, DType::f32), got = allocate(c, DType::bf16, DType::f32);
   conv2d_backward_data_rounded(s, dy, w, want.dx);
   conv2d_backward_weights(s, x, dy, want.dw);
-  ASSERT_STREQ(conv2d_backward.select(s, x, dy, w, got.dx, got.dw).name,
-               "onednn_widened_dy_once");
+  ASSERT_STREQ(conv2d_backward.select(s, x, dy, w, got.dx, got.dw).name, "onednn_widened_dy_once");
   conv2d_backward(s, x, dy, w, got.dx, got.dw);
   EXPECT_TRUE(same_bits(got.dx, want.dx));
   EXPECT_TRUE(same_bits(got.dw, want.dw));

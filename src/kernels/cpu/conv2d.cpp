@@ -288,8 +288,8 @@ bool bf16_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tenso
                    const Tensor& dx, const Tensor& dweight) {
   return shared_applies(x, dx, dweight, DType::bf16);
 }
-bool f32_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&,
-                  const Tensor& dx, const Tensor& dweight) {
+bool f32_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&, const Tensor& dx,
+                  const Tensor& dweight) {
   return shared_applies(x, dx, dweight, DType::f32);
 }
 bool half_backward(const ConvShape&, const Tensor& x, const Tensor&, const Tensor&,

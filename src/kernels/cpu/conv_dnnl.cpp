@@ -3,15 +3,16 @@
 // buffers of mixp are reordered in and out, which is exact. Building a primitive descriptor
 // runs oneDNN's implementation search, as costly as a small convolution; a training step
 // repeats the same shapes, so each pass's descriptor and primitive are kept per shape.
+#include <omp.h>
 #include <algorithm>
 #include <cstring>
 #include <dnnl.hpp>
 #include <memory>
 #include <mutex>
-#include <omp.h>
 #include <unordered_map>
 #include <utility>
 
+#include "kernels/channel_blocks.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/dnnl_runtime.h"
 #include "kernels/gemm.h"
@@ -90,7 +91,34 @@ class DnnlThreads {
 // futex wake and a context switch, for a copy of a few microseconds.
 constexpr size_t kSerialReorderBytes = size_t(256) << 10;
 
+bool has_layout(const dnnl::memory::desc& d, tag layout) {
+  return d == dnnl::memory::desc(d.dims(), d.data_type(), layout);
+}
+
+// A bf16 image between NCHW and 16-channel blocks by kernels/channel_blocks.h; false for every
+// other reorder.
+bool reorder_channel_blocks(const dnnl::memory& from, dnnl::memory& to) {
+  const dnnl::memory::desc a = from.get_desc(), b = to.get_desc();
+  if (a.data_type() != dt::bf16 || b.data_type() != dt::bf16 || a.dims().size() != 4 ||
+      a.dims()[1] % 16 != 0) {
+    return false;
+  }
+  const dims d = a.dims();
+  const auto* src = static_cast<const uint16_t*>(from.get_data_handle());
+  auto* dst = static_cast<uint16_t*>(to.get_data_handle());
+  if (has_layout(a, tag::nchw) && has_layout(b, tag::aBcd16b)) {
+    nchw_to_channel_blocks16(src, dst, d[0], d[1], d[2] * d[3]);
+    return true;
+  }
+  if (has_layout(a, tag::aBcd16b) && has_layout(b, tag::nchw)) {
+    channel_blocks16_to_nchw(src, dst, d[0], d[1], d[2] * d[3]);
+    return true;
+  }
+  return false;
+}
+
 void reorder(const dnnl::memory& from, dnnl::memory& to, DnnlRuntime& r) {
+  if (reorder_channel_blocks(from, to)) return;
   const bool small = to.get_desc().get_size() < kSerialReorderBytes;
   const DnnlThreads threads(small ? 1 : omp_get_max_threads());
   dnnl::reorder(from, to).execute(r.stream, const_cast<dnnl::memory&>(from), to);
@@ -196,8 +224,8 @@ void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
 
 using BackwardData =
     Cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
-using BackwardWeights = Cached<dnnl::convolution_backward_weights::primitive_desc,
-                               dnnl::convolution_backward_weights>;
+using BackwardWeights =
+    Cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
 
 // The backward-data pass writing `out` from inputs of type `t`, made once per shape.
 std::shared_ptr<const BackwardData> backward_data(const ConvShape& s, DType in, DType out,
@@ -329,8 +357,7 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    run_backward_weights(*backward_weights(s, in, g, r), g, t, x, user_dy(g, t, dy, r), dweight,
-                         r);
+    run_backward_weights(*backward_weights(s, in, g, r), g, t, x, user_dy(g, t, dy, r), dweight, r);
   } catch (const dnnl::error& e) {
     fail("backward-weights", e, s);
   }

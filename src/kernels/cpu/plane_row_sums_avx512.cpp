@@ -62,8 +62,8 @@ void plane_row_sums_f32(const float* plane, int64_t h, int64_t w, float* rows) {
       const auto lanes = __mmask16((1u << width) - 1);
       __m512 v[16];
       for (int64_t k = 0; k < 16; ++k)
-        v[k] = k < count ? _mm512_maskz_loadu_ps(lanes, plane + (r + k) * w + c)
-                         : _mm512_setzero_ps();
+        v[k] =
+            k < count ? _mm512_maskz_loadu_ps(lanes, plane + (r + k) * w + c) : _mm512_setzero_ps();
       transpose16(v);
       for (int64_t j = 0; j < width; ++j) acc = _mm512_add_ps(acc, v[j]);
     }
