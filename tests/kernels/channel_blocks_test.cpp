@@ -41,12 +41,14 @@ void expect_blocked(const Image& s, const std::vector<uint16_t>& nchw,
   EXPECT_EQ(wrong, 0) << what;
 }
 
-// Pixel counts around the 16 of a transposed block (1, 15, 16, 17, the cnn's 196 and 784),
+// Pixel counts around the 16 of a transposed block and the 32 of a line read (1, 15, 16, 17,
+// 32, 33, 48, 64, 81, the cnn's 196 and 784),
 // one to three channel blocks, one and three images; both directions; 1, 2 and 3 threads and
 // every ISA the CPU has (the fallback at scalar).
 TEST(ChannelBlocks, EveryCandidatePutsEachValueWhereTheLayoutsSay) {
-  const std::vector<Image> images = {{1, 16, 1},  {3, 16, 15},   {1, 32, 16},
-                                     {3, 48, 17}, {64, 64, 196}, {2, 32, 784}};
+  const std::vector<Image> images = {{1, 16, 1},  {3, 16, 15},  {1, 32, 16},  {3, 48, 17},
+                                     {2, 16, 32}, {1, 32, 33},  {2, 16, 48},  {1, 16, 64},
+                                     {3, 16, 81}, {2, 32, 784}, {64, 64, 196}};
   const int threads = num_threads();
   for (const Image& s : images) {
     const std::vector<uint16_t> nchw = numbered(s.size());
