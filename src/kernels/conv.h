@@ -40,6 +40,12 @@ void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, 
 void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, const void* dy,
                                   float* dweight);
 
+/// dx as conv2d_backward_data_fast_to writes it (dx_type f32, or bf16 for bf16 inputs) and
+/// dweight as conv2d_backward_weights_fast, in one call that reorders dy into oneDNN's layout
+/// once for both passes where they chose the same layout: the same bits as the two calls.
+void conv2d_backward_fast(const ConvShape& s, DType in, const void* x, const void* dy,
+                          const void* weight, DType dx_type, void* dx, float* dweight);
+
 /// The same three with in: f32, f64, f16 or bf16; the result is double* for f64, else float*.
 void conv2d_forward_reference(const ConvShape& s, DType in, const void* x, const void* weight,
                               void* y);

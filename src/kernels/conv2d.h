@@ -25,6 +25,16 @@ extern Kernel<Conv2dPassFn> conv2d_backward_weights;
 /// buffer, narrowed once.
 extern Kernel<Conv2dPassFn> conv2d_backward_data_rounded;
 
+/// Both backward passes of one convolution: dx [n, c, h, w] as conv2d_backward_data_rounded
+/// writes it (rounded once to dx's dtype: f32, f64 for f64 inputs, or dy's dtype) and dweight
+/// [o, c / groups, kh, kw] as conv2d_backward_weights writes it (f32; f64 for f64 inputs), with
+/// their bits. x, dy and weight have one floating dtype. Where oneDNN runs both passes, dy is
+/// brought into its layout once (f16, and bf16 without native products, widened once) instead
+/// of once per pass.
+using Conv2dBackwardFn = void(const ConvShape& s, const Tensor& x, const Tensor& dy,
+                              const Tensor& weight, Tensor& dx, Tensor& dweight);
+extern Kernel<Conv2dBackwardFn> conv2d_backward;
+
 /// y [n, o, oh, ow] = conv(x, weight) + bias, rounded once to y's dtype: the forward pass of
 /// conv2d_forward (in fp32; in double for f64 and in its fallback) then the bias (any floating
 /// dtype, or undefined) added in the accumulation dtype as conv2d_add_bias adds it. y is f32

@@ -37,11 +37,18 @@ struct Conv2dBackward : autograd::Node {
     const Tensor xv = x.get(), wv = weight.get();
     const Tensor g = grads[0].to(xv.dtype()).detach();
     Tensor dx, dw, db;
-    if (next[0].node) {
-      dx = empty(xv.shape(), xv.dtype(), MemoryTag::activation, xv.device());
+    if (next[0].node) dx = empty(xv.shape(), xv.dtype(), MemoryTag::activation, xv.device());
+    if (next[0].node && next[1].node) {
+      // Both passes in one kernel, which shares their reading of g.
+      const DType acc = detail::accumulation_dtype(xv.dtype());
+      const bool direct = wv.dtype() == acc;
+      Tensor dw_acc = empty(wv.shape(), acc, direct ? MemoryTag::activation : MemoryTag::workspace,
+                            wv.device());
+      kernels::conv2d_backward(shape, xv, g, wv, dx, dw_acc);
+      dw = direct ? dw_acc : dw_acc.to(wv.dtype()).detach();
+    } else if (next[0].node) {
       kernels::conv2d_backward_data_rounded(shape, g, wv, dx);
-    }
-    if (next[1].node) {
+    } else if (next[1].node) {
       dw = run_pass_to(kernels::conv2d_backward_weights, shape, xv, g, wv.shape(), wv.dtype());
     }
     if (next.size() > 2 && next[2].node) {

@@ -248,7 +248,7 @@ TEST(BatchNormReluPool, TheRegistryRunsTheFusedKernelsAndTheUnfusedOnesForRefere
   if (best_isa() >= Isa::avx512_bf16) {
     for (const DType dt : {DType::bf16, DType::f16}) {
       EXPECT_EQ(forward(dt), "half_rows_pooled");
-      EXPECT_EQ(backward(dt), "half_rows_scatter");
+      EXPECT_EQ(backward(dt), "half_rows_folded");
     }
   }
   IsaLimit no_bf16(Isa::avx512);

@@ -1,83 +1,26 @@
-// The CPU candidates of kernels/batch_norm.h: chunks of units split over the threads, computed in
-// the dtype's compute type (for bf16 and f16 on AVX-512 BF16, every pass widens and rounds in
-// registers), the ReLU-fused forms of the same, ReLU and 2 x 2 max pooling fused on bf16 and
-// f16, and the fallbacks: one thread accumulating in double, and for the fused kernels the
-// unfused ones in turn.
+// The CPU candidates of kernels/batch_norm.h's batch_norm and batch_norm_relu kernels: chunks of
+// units split over the threads (kernels/cpu/batch_norm_chunks.h), computed in the dtype's
+// compute type (for bf16 and f16 on AVX-512 BF16, every pass widens and rounds in registers),
+// the ReLU-fused forms of the same, and the fallbacks: one thread accumulating in double, and
+// for the fused kernels the unfused ones in turn. The pooled kernels are in
+// kernels/cpu/batch_norm_relu_pool.cpp.
 #include "kernels/batch_norm.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/batch_norm_chunks.h"
 #include "kernels/cpu/batch_norm_rows.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/elementwise.h"
-#include "kernels/max_pool2d.h"
 #include "kernels/row_sums.h"
 #include "tensor/element.h"
 
 namespace mixp::kernels {
 namespace {
 
-/// Stores values[c * stride + offset] into channel c of `t`, each rounded once to its dtype.
-template <typename Acc>
-void store_channels(const std::vector<Acc>& values, int64_t stride, int64_t offset, Tensor& t) {
-  for (int64_t c = 0; c < t.numel(); ++c)
-    store_element(t.raw_data(), t.dtype(), c, double(values[size_t(c * stride + offset)]));
-}
-
-/// The 16-bit formats whose runs the rows candidates read in registers.
-template <typename T>
-constexpr bool kHalf = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
-template <typename T>
-constexpr avx512_bf16::Half half_of() {
-  return std::is_same_v<T, bfloat16> ? avx512_bf16::Half::bf16 : avx512_bf16::Half::f16;
-}
-
-/// x viewed as [n, c, s]: "units" are the n * c contiguous runs of s values, unit u belongs to
-/// channel u % c.
-struct Geometry {
-  int64_t n, c, s;
-  int64_t units() const { return n * c; }
-  int64_t per_channel() const { return n * s; }
-  /// Units per parallel chunk: about 16 blocks of values.
-  int64_t grain() const { return std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(s, 1)); }
-};
-
-/// Per-channel sums of `k` quantities: chunk(begin, end, partial) adds the contributions of
-/// units [begin, end) to partial[channel * k + i]. Chunks are fixed by the geometry and their
-/// partials are added in chunk order, so the sums do not depend on the thread count.
-template <typename Acc, typename Chunk>
-std::vector<Acc> channel_sums(Geometry geo, int64_t k, const Chunk& chunk) {
-  const int64_t grain = geo.grain(), units = geo.units();
-  const int64_t chunks = (units + grain - 1) / grain;
-  std::vector<Acc> partial(static_cast<size_t>(chunks * geo.c * k), Acc(0));
-  parallel_for(units, grain, [&](int64_t begin, int64_t end) {
-    chunk(begin, end, partial.data() + (begin / grain) * geo.c * k);
-  });
-  std::vector<Acc> total(static_cast<size_t>(geo.c * k), Acc(0));
-  for (int64_t p = 0; p < chunks; ++p) {
-    for (int64_t i = 0; i < geo.c * k; ++i) total[size_t(i)] += partial[size_t(p * geo.c * k + i)];
-  }
-  return total;
-}
-
-/// A chunk's widened values: every element is written before it is read, so the buffer is
-/// left uninitialized (a zeroed std::vector cost a memset of every chunk: 3% of a cnn step).
-template <typename C>
-std::unique_ptr<C[]> chunk_scratch(int64_t len) {
-  return std::make_unique_for_overwrite<C[]>(static_cast<size_t>(len));
-}
-
-/// The per-channel statistics a forward uses and saves.
-template <typename Acc>
-struct Stats {
-  std::vector<Acc> mean, rstd;
-  std::vector<Acc> var;  // training: the biased batch variance, for the running update
-};
+using namespace batch_norm_chunks;
 
 // ---- fast: fp32 compute (f64 for f64), chunks of units in parallel ----
 
@@ -370,21 +313,6 @@ void update_running_stats(const Stats<Acc>& batch, Geometry geo, double momentum
   update_running(running_var, unbiased, momentum);
 }
 
-/// Copies the statistics used into the tensors saved for backward.
-template <typename Acc, typename C>
-void save_stats(const Stats<Acc>& st, Tensor& mean, Tensor& rstd) {
-  for (size_t c = 0; c < st.mean.size(); ++c) {
-    mean.data<C>()[c] = C(st.mean[c]);
-    rstd.data<C>()[c] = C(st.rstd[c]);
-  }
-}
-
-Geometry geometry_of(const Shape& shape) {
-  Geometry geo{.n = shape[0], .c = shape[1], .s = 1};
-  for (int d = 2; d < shape.ndim(); ++d) geo.s *= shape[d];
-  return geo;
-}
-
 /// The statistics a forward normalizes with: in training the batch's, the running stats
 /// updated from them; in evaluation the running stats.
 template <typename T, bool Fallback, bool Rows>
@@ -516,303 +444,26 @@ void unfused_relu_backward(const Tensor& x, const Tensor& y, const Tensor& g, co
   batch_norm_backward(x, masked, weight, mean, rstd, training, dx, dweight, dbias);
 }
 
-// ---- batch_norm_relu_pool: 2 x 2 max pooling every 2 over batch_norm_relu ----
-
-/// max_pool2d's windows for the pooled kernels: 2 x 2 every 2 over x's planes.
-Pool2dShape pairs_of(const Tensor& x) {
-  return {.planes = x.size(0) * x.size(1),
-          .h = x.size(2),
-          .w = x.size(3),
-          .rows = sliding_axis(x.size(2), 2, 2, 0),
-          .cols = sliding_axis(x.size(3), 2, 2, 0)};
-}
-
-/// The window places (0..3) of max_pool2d's indices, positions within a plane of width w.
-void places_from_index(const Tensor& index, int64_t w, Tensor& window) {
-  const int64_t oh = window.size(2), ow = window.size(3);
-  const int64_t* in = index.data<int64_t>();
-  uint8_t* out = window.data<uint8_t>();
-  for (int64_t o = 0; o < index.numel(); ++o) {
-    const int64_t i = (o / ow) % oh, j = o % ow;
-    out[o] = uint8_t(2 * (in[o] / w - 2 * i) + (in[o] % w - 2 * j));
-  }
-}
-
-/// The inverse: each window place as max_pool2d's index within its plane.
-Tensor index_from_places(const Tensor& window, int64_t w) {
-  const int64_t oh = window.size(2), ow = window.size(3);
-  Tensor index = empty(window.shape(), DType::i64, MemoryTag::workspace, window.device());
-  const uint8_t* in = window.data<uint8_t>();
-  int64_t* out = index.data<int64_t>();
-  for (int64_t o = 0; o < window.numel(); ++o) {
-    const int64_t i = (o / ow) % oh, j = o % ow;
-    out[o] = (2 * i + in[o] / 2) * w + 2 * j + in[o] % 2;
-  }
-  return index;
-}
-
-template <typename T>
-void relu_pool_half_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                         Tensor& running_mean, Tensor& running_var, BatchNormParams params,
-                         Tensor& y, Tensor& window, Tensor& mean_out, Tensor& rstd_out) {
-  const Geometry geo = geometry_of(x.shape());
-  const int64_t h = x.size(2), w = x.size(3), pooled = (h / 2) * (w / 2);
-  const Stats<float> st = forward_stats<T, false, true>(x, geo, params, running_mean, running_var);
-  const std::vector<float> scale = values_as<float>(weight), shift = values_as<float>(bias);
-  const T* xd = x.data<T>();
-  T* yd = y.data<T>();
-  uint8_t* wd = window.data<uint8_t>();
-  parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const size_t c = size_t(u % geo.c);
-      avx512_bf16::batch_norm_relu_pool_plane(
-          half_of<T>(), &xd[u * h * w].bits, h, w, &yd[u * pooled].bits, wd + u * pooled,
-          st.mean[c], st.rstd[c], scale.empty() ? 1.0f : scale[c], shift.empty() ? 0.0f : shift[c]);
-    }
-  });
-  save_stats<float, float>(st, mean_out, rstd_out);
-}
-
-void relu_pool_forward_half(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                            Tensor& running_mean, Tensor& running_var, BatchNormParams params,
-                            Tensor& y, Tensor& window, Tensor& mean_out, Tensor& rstd_out) {
-  if (x.dtype() == DType::bf16) {
-    relu_pool_half_rows<bfloat16>(x, weight, bias, running_mean, running_var, params, y, window,
-                                  mean_out, rstd_out);
-  } else {
-    relu_pool_half_rows<float16>(x, weight, bias, running_mean, running_var, params, y, window,
-                                 mean_out, rstd_out);
-  }
-}
-
-/// One plane normalized, cut at zero and rounded as normalize_chunked<T, true, false> computes
-/// each value, then pooled as max_pool2d over the rounded values: a later value of a window
-/// wins only when greater (none is NaN or negative after the cut). rows: 2 w values of scratch
-/// (4 w for 16-bit T: the rounded copy as well).
-template <typename T>
-void relu_pool_plane(const T* x, int64_t h, int64_t w, Compute<T> m, Compute<T> rs,
-                     Compute<T> scale, Compute<T> shift, Compute<T>* rows, T* y, uint8_t* window) {
-  using C = Compute<T>;
-  const int64_t oh = h / 2, ow = w / 2;
-  for (int64_t i = 0; i < oh; ++i) {
-    const C* in = rows;
-    if constexpr (std::is_same_v<T, C>) {
-      in = x + 2 * i * w;
-    } else {
-      widen(x + 2 * i * w, 2 * w, rows);
-    }
-    for (int64_t k = 0; k < 2 * w; ++k) {
-      const C v = (in[k] - m) * rs * scale + shift;
-      rows[k] = v > C(0) ? v : C(0);
-    }
-    // 16-bit T: the values rounded, then read back exactly for the comparisons.
-    T* rounded = reinterpret_cast<T*>(rows + 2 * w);
-    if constexpr (!std::is_same_v<T, C>) {
-      narrow(rows, 2 * w, rounded);
-      widen(rounded, 2 * w, rows);
-    }
-    for (int64_t j = 0; j < ow; ++j) {
-      const C* top = rows + 2 * j;
-      const C candidates[4] = {top[0], top[1], top[w], top[w + 1]};
-      // Selects rather than branches: which value wins is data, not a pattern to predict.
-      uint8_t place = 0;
-      C best = candidates[0];
-      for (uint8_t k = 1; k < 4; ++k) {
-        const bool take = candidates[k] > best;
-        best = take ? candidates[k] : best;
-        place = take ? k : place;
-      }
-      window[i * ow + j] = place;
-      if constexpr (std::is_same_v<T, C>) {
-        y[i * ow + j] = candidates[place];
-      } else {
-        y[i * ow + j] = rounded[(place / 2) * w + 2 * j + place % 2];
-      }
-    }
-  }
-}
-
-template <typename T>
-void relu_pool_chunked(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor& running_mean, Tensor& running_var, BatchNormParams params, Tensor& y,
-                       Tensor& window, Tensor& mean_out, Tensor& rstd_out) {
-  using C = Compute<T>;
-  const Geometry geo = geometry_of(x.shape());
-  const int64_t h = x.size(2), w = x.size(3), pooled = (h / 2) * (w / 2);
-  const Stats<C> st = forward_stats<T, false, false>(x, geo, params, running_mean, running_var);
-  const std::vector<C> scale = values_as<C>(weight), shift = values_as<C>(bias);
-  const T* xd = x.data<T>();
-  T* yd = y.data<T>();
-  uint8_t* wd = window.data<uint8_t>();
-  parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
-    const auto rows = chunk_scratch<C>(4 * w);
-    for (int64_t u = begin; u < end; ++u) {
-      const size_t c = size_t(u % geo.c);
-      relu_pool_plane<T>(xd + u * h * w, h, w, st.mean[c], st.rstd[c],
-                         scale.empty() ? C(1) : scale[c], shift.empty() ? C(0) : shift[c],
-                         rows.get(), yd + u * pooled, wd + u * pooled);
-    }
-  });
-  save_stats<C, C>(st, mean_out, rstd_out);
-}
-
-void relu_pool_forward_chunked(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                               Tensor& running_mean, Tensor& running_var, BatchNormParams params,
-                               Tensor& y, Tensor& window, Tensor& mean_out, Tensor& rstd_out) {
-  visit_floating(x.dtype(), "batch_norm_relu_pool", [&]<typename T>() {
-    relu_pool_chunked<T>(x, weight, bias, running_mean, running_var, params, y, window, mean_out,
-                         rstd_out);
-  });
-}
-
-bool is_half_pool(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                  const BatchNormParams&, const Tensor&, const Tensor&, const Tensor&,
-                  const Tensor&) {
-  return x.dtype() == DType::bf16 || x.dtype() == DType::f16;
-}
-
-// batch_norm_relu_forward into a full-size buffer, then max_pool2d_forward over it.
-void unfused_relu_pool_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                               Tensor& running_mean, Tensor& running_var, BatchNormParams params,
-                               Tensor& y, Tensor& window, Tensor& mean_out, Tensor& rstd_out) {
-  Tensor full = empty(x.shape(), x.dtype(), MemoryTag::workspace, x.device());
-  batch_norm_relu_forward(x, weight, bias, running_mean, running_var, params, full, mean_out,
-                          rstd_out);
-  Tensor index = empty(y.shape(), DType::i64, MemoryTag::workspace, x.device());
-  max_pool2d_forward(pairs_of(x), full, y, index);
-  places_from_index(index, x.size(3), window);
-}
-
-/// One plane of scatter_winners: out [h, w] from y, window and g [oh, ow]. Plain pointers and
-/// selects: a branch on the cut would be mispredicted for half the windows.
-template <typename T>
-void scatter_plane(const T* __restrict y, const uint8_t* __restrict window, const T* __restrict g,
-                   int64_t oh, int64_t ow, int64_t w, T* __restrict out) {
-  const T zero = from_double<T>(0.0);
-  for (int64_t i = 0; i < oh; ++i) {
-    for (int64_t j = 0; j < ow; ++j) {
-      const int64_t o = i * ow + j;
-      bool passes = false;
-      if constexpr (sizeof(T) == 2) {
-        passes = y[o].bits != 0 && (g[o].bits & 0x7fff) != 0;
-      } else {
-        passes = y[o] > T(0) && g[o] != T(0);
-      }
-      const int k = window[o];
-      out[(2 * i + k / 2) * w + 2 * j + k % 2] = passes ? g[o] : zero;
-    }
-  }
-}
-
-/// ReLU's backward at each window's winner (g where y > 0; y is a ReLU's output, never -0 or
-/// NaN, so for the 16-bit formats where its bits are not zero), sent to the winner's place, +0
-/// (all bits zero) elsewhere; a zero g arrives as +0, as max_pool2d_backward's fp32 sum from +0
-/// makes it.
-template <typename T>
-void scatter_winners(const T* y, const uint8_t* window, const T* g, int64_t planes, int64_t h,
-                     int64_t w, T* full) {
-  const int64_t oh = h / 2, ow = w / 2;
-  parallel_for(planes, std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
-               [&](int64_t begin, int64_t end) {
-                 std::memset(static_cast<void*>(full + begin * h * w), 0,
-                             size_t((end - begin) * h * w) * sizeof(T));
-                 for (int64_t plane = begin; plane < end; ++plane) {
-                   const int64_t first = plane * oh * ow;
-                   scatter_plane<T>(y + first, window + first, g + first, oh, ow, w,
-                                    full + plane * h * w);
-                 }
-               });
-}
-
-void relu_pool_backward_scatter(const Tensor& x, const Tensor& y, const Tensor& window,
-                                const Tensor& g, const Tensor& weight, const Tensor& mean,
-                                const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
-                                Tensor& dbias) {
-  Tensor full = empty(x.shape(), x.dtype(), MemoryTag::workspace, x.device());
-  visit_floating(x.dtype(), "batch_norm_relu_pool", [&]<typename T>() {
-    scatter_winners<T>(y.data<T>(), window.data<uint8_t>(), g.data<T>(), x.size(0) * x.size(1),
-                       x.size(2), x.size(3), full.data<T>());
-  });
-  batch_norm_backward(x, full, weight, mean, rstd, training, dx, dweight, dbias);
-}
-
-template <typename T>
-void relu_pool_scatter_half(const Tensor& y, const Tensor& window, const Tensor& g, Tensor& full) {
-  const int64_t h = full.size(2), w = full.size(3), pooled = (h / 2) * (w / 2);
-  const T* yd = y.data<T>();
-  const T* gd = g.data<T>();
-  const uint8_t* wd = window.data<uint8_t>();
-  T* out = full.data<T>();
-  parallel_for(full.size(0) * full.size(1),
-               std::max<int64_t>(1, 16 * kBlock / std::max<int64_t>(h * w, 1)),
-               [&](int64_t begin, int64_t end) {
-                 for (int64_t p = begin; p < end; ++p) {
-                   avx512_bf16::batch_norm_relu_pool_scatter_plane(
-                       &yd[p * pooled].bits, wd + p * pooled, &gd[p * pooled].bits, h, w,
-                       &out[p * h * w].bits);
-                 }
-               });
-}
-
-// scatter_winners on AVX-512 for bf16 and f16, 16 windows at a time; the same values.
-void relu_pool_backward_half(const Tensor& x, const Tensor& y, const Tensor& window,
-                             const Tensor& g, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
-                             Tensor& dbias) {
-  Tensor full = empty(x.shape(), x.dtype(), MemoryTag::workspace, x.device());
-  if (x.dtype() == DType::bf16) {
-    relu_pool_scatter_half<bfloat16>(y, window, g, full);
-  } else {
-    relu_pool_scatter_half<float16>(y, window, g, full);
-  }
-  batch_norm_backward(x, full, weight, mean, rstd, training, dx, dweight, dbias);
-}
-
-bool is_half_pool_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor&, const Tensor&, const bool&, const Tensor&,
-                           const Tensor&, const Tensor&) {
-  return x.dtype() == DType::bf16 || x.dtype() == DType::f16;
-}
-
-// ReLU's backward on the pooled values (g where y > 0, else 0: y > 0 exactly where the
-// full-size output is at the window's winner), max_pool2d_backward, then batch_norm_backward.
-void unfused_relu_pool_backward(const Tensor& x, const Tensor& y, const Tensor& window,
-                                const Tensor& g, const Tensor& weight, const Tensor& mean,
-                                const Tensor& rstd, bool training, Tensor& dx, Tensor& dweight,
-                                Tensor& dbias) {
-  Tensor masked = empty(g.shape(), g.dtype(), MemoryTag::workspace, g.device());
-  visit_floating(g.dtype(), "batch_norm_relu_pool", [&]<typename T>() {
-    const T* yd = y.data<T>();
-    const T* gd = g.data<T>();
-    T* md = masked.data<T>();
-    for (int64_t i = 0; i < g.numel(); ++i) {
-      md[i] = to_double(yd[i]) > 0.0 ? gd[i] : from_double<T>(0.0);
-    }
-  });
-  Tensor full = empty(x.shape(), x.dtype(), MemoryTag::workspace, x.device());
-  max_pool2d_backward(pairs_of(x), masked, index_from_places(window, x.size(3)), full);
-  batch_norm_backward(x, full, weight, mean, rstd, training, dx, dweight, dbias);
-}
-
 }  // namespace
 
-Kernel<BatchNormReluPoolFn> batch_norm_relu_pool_forward(
-    "batch_norm_relu_pool_forward",
-    {{.name = "half_rows_pooled",
-      .isa = Isa::avx512_bf16,
-      .applies = is_half_pool,
-      .fn = relu_pool_forward_half},
-     {.name = "openmp_pooled", .fn = relu_pool_forward_chunked},
-     {.name = "unfused", .fn = unfused_relu_pool_forward, .fallback = true}});
-
-Kernel<BatchNormReluPoolBackwardFn> batch_norm_relu_pool_backward(
-    "batch_norm_relu_pool_backward",
-    {{.name = "half_rows_scatter",
-      .isa = Isa::avx512_bf16,
-      .applies = is_half_pool_backward,
-      .fn = relu_pool_backward_half},
-     {.name = "openmp_scatter", .fn = relu_pool_backward_scatter},
-     {.name = "unfused", .fn = unfused_relu_pool_backward, .fallback = true}});
+template <typename T, bool Rows>
+batch_norm_chunks::Stats<Compute<T>> batch_norm_chunks::fast_forward_stats(
+    const Tensor& x, Geometry geo, BatchNormParams params, Tensor& running_mean,
+    Tensor& running_var) {
+  return forward_stats<T, false, Rows>(x, geo, params, running_mean, running_var);
+}
+template batch_norm_chunks::Stats<float> batch_norm_chunks::fast_forward_stats<float, false>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
+template batch_norm_chunks::Stats<double> batch_norm_chunks::fast_forward_stats<double, false>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
+template batch_norm_chunks::Stats<float> batch_norm_chunks::fast_forward_stats<bfloat16, false>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
+template batch_norm_chunks::Stats<float> batch_norm_chunks::fast_forward_stats<float16, false>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
+template batch_norm_chunks::Stats<float> batch_norm_chunks::fast_forward_stats<bfloat16, true>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
+template batch_norm_chunks::Stats<float> batch_norm_chunks::fast_forward_stats<float16, true>(
+    const Tensor&, Geometry, BatchNormParams, Tensor&, Tensor&);
 
 Kernel<BatchNormFn> batch_norm_forward(
     "batch_norm_forward", {{.name = "half_rows",

@@ -1,8 +1,8 @@
 // Batch norm's passes over one run of bf16 or f16 values of a channel, widened and rounded in
 // registers on AVX-512 BF16 (kernels/cpu/batch_norm_avx512_bf16.cpp), for the chunked kernels
-// of kernels/cpu/batch_norm.cpp: the same operations in the same order as their fp32 loops over
-// a widened copy, and the sums in sum_f32's and dot_f32's lanes, so the same bits, without the
-// copy. Private to mixp.
+// of kernels/cpu/batch_norm.cpp and kernels/cpu/batch_norm_relu_pool.cpp: the same operations
+// in the same order as their fp32 loops over a widened copy, and the sums in sum_f32's and
+// dot_f32's lanes, so the same bits, without the copy. Private to mixp.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 // buffers of mixp are reordered in and out, which is exact. Building a primitive descriptor
 // runs oneDNN's implementation search, as costly as a small convolution; a training step
 // repeats the same shapes, so each pass's descriptor and primitive are kept per shape.
+#include <omp.h>
 #include <algorithm>
 #include <cstring>
 #include <dnnl.hpp>
@@ -11,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kernels/channel_blocks.h"
 #include "kernels/conv.h"
 #include "kernels/cpu/dnnl_runtime.h"
 #include "kernels/gemm.h"
@@ -69,11 +71,65 @@ dnnl::convolution_forward::primitive_desc biased_forward_pd(const Geometry& g, d
   return dnnl::convolution_forward::primitive_desc(d, r.engine);
 }
 
+// oneDNN's threads for the scope: its primitives split their work over omp_get_max_threads()
+// when they run, and one thread runs on the caller without a parallel region.
+class DnnlThreads {
+ public:
+  explicit DnnlThreads(int threads) : saved_(omp_get_max_threads()) {
+    omp_set_num_threads(threads);
+  }
+  ~DnnlThreads() { omp_set_num_threads(saved_); }
+  DnnlThreads(const DnnlThreads&) = delete;
+  DnnlThreads& operator=(const DnnlThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A reorder of fewer bytes runs on the calling thread: the cnn's weights and weight gradients
+// (36-74 KiB) took 20-80 us through a parallel region, whose sleeping workers each need a
+// futex wake and a context switch, for a copy of a few microseconds.
+constexpr size_t kSerialReorderBytes = size_t(256) << 10;
+
+bool has_layout(const dnnl::memory::desc& d, tag layout) {
+  return d == dnnl::memory::desc(d.dims(), d.data_type(), layout);
+}
+
+// A bf16 image between NCHW and 16-channel blocks by kernels/channel_blocks.h; false for every
+// other reorder.
+bool reorder_channel_blocks(const dnnl::memory& from, dnnl::memory& to) {
+  const dnnl::memory::desc a = from.get_desc(), b = to.get_desc();
+  if (a.data_type() != dt::bf16 || b.data_type() != dt::bf16 || a.dims().size() != 4 ||
+      a.dims()[1] % 16 != 0) {
+    return false;
+  }
+  const dims d = a.dims();
+  const auto* src = static_cast<const uint16_t*>(from.get_data_handle());
+  auto* dst = static_cast<uint16_t*>(to.get_data_handle());
+  if (has_layout(a, tag::nchw) && has_layout(b, tag::aBcd16b)) {
+    nchw_to_channel_blocks16(src, dst, d[0], d[1], d[2] * d[3]);
+    return true;
+  }
+  if (has_layout(a, tag::aBcd16b) && has_layout(b, tag::nchw)) {
+    channel_blocks16_to_nchw(src, dst, d[0], d[1], d[2] * d[3]);
+    return true;
+  }
+  return false;
+}
+
+void reorder(const dnnl::memory& from, dnnl::memory& to, DnnlRuntime& r) {
+  if (reorder_channel_blocks(from, to)) return;
+  const bool small = to.get_desc().get_size() < kSerialReorderBytes;
+  const DnnlThreads threads(small ? 1 : omp_get_max_threads());
+  dnnl::reorder(from, to).execute(r.stream, const_cast<dnnl::memory&>(from), to);
+  r.stream.wait();
+}
+
 // `user` in the layout `want`: itself, or a reordered copy.
 dnnl::memory input_as(const dnnl::memory& user, const dnnl::memory::desc& want, DnnlRuntime& r) {
   if (user.get_desc() == want) return user;
   dnnl::memory m(want, r.engine);
-  dnnl::reorder(user, m).execute(r.stream, const_cast<dnnl::memory&>(user), m);
+  reorder(user, m, r);
   return m;
 }
 
@@ -84,7 +140,7 @@ dnnl::memory output_as(const dnnl::memory& user, const dnnl::memory::desc& want,
 }
 
 void finish_output(dnnl::memory& produced, dnnl::memory& user, DnnlRuntime& r) {
-  if (produced.get() != user.get()) dnnl::reorder(produced, user).execute(r.stream, produced, user);
+  if (produced.get() != user.get()) reorder(produced, user, r);
 }
 
 struct Operand {
@@ -166,6 +222,66 @@ void fail(const char* pass, const dnnl::error& e, const ConvShape& s) {
               s.kw, "], groups ", s.groups);
 }
 
+using BackwardData =
+    Cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>;
+using BackwardWeights =
+    Cached<dnnl::convolution_backward_weights::primitive_desc, dnnl::convolution_backward_weights>;
+
+// The backward-data pass writing `out` from inputs of type `t`, made once per shape.
+std::shared_ptr<const BackwardData> backward_data(const ConvShape& s, DType in, DType out,
+                                                  const Geometry& g, DnnlRuntime& r) {
+  const dt t = dnnl_type(in), out_t = dnnl_type(out);
+  return cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
+      {.shape = s, .in = in, .out = out}, [&] {
+        const dnnl::convolution_backward_data::desc d(
+            dnnl::algorithm::convolution_direct, any(g.src, out_t), any(g.weights, t),
+            any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(d, r.engine, forward_pd(g, t, r));
+      });
+}
+
+// The backward-weights pass (an f32 result) from inputs of type `in`, made once per shape.
+std::shared_ptr<const BackwardWeights> backward_weights(const ConvShape& s, DType in,
+                                                        const Geometry& g, DnnlRuntime& r) {
+  const dt t = dnnl_type(in);
+  return cached<dnnl::convolution_backward_weights::primitive_desc,
+                dnnl::convolution_backward_weights>({.shape = s, .in = in}, [&] {
+    const dnnl::convolution_backward_weights::desc d(
+        dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32), any(g.dst, t),
+        g.strides, g.dilates, g.pad_l, g.pad_r);
+    return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
+  });
+}
+
+void run_backward_data(const BackwardData& c, const Geometry& g, dt t, const dnnl::memory& dy,
+                       const void* weight, dt out_t, void* dx, DnnlRuntime& r) {
+  run(c.primitive, {.arg = DNNL_ARG_DIFF_DST, .user = dy, .want = c.pd.diff_dst_desc()},
+      {.arg = DNNL_ARG_WEIGHTS,
+       .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
+       .want = c.pd.weights_desc()},
+      {.arg = DNNL_ARG_DIFF_SRC,
+       .user = {{g.src, out_t, tag::nchw}, r.engine, dx},
+       .want = c.pd.diff_src_desc()},
+      r);
+}
+
+void run_backward_weights(const BackwardWeights& c, const Geometry& g, dt t, const void* x,
+                          const dnnl::memory& dy, float* dweight, DnnlRuntime& r) {
+  run(c.primitive,
+      {.arg = DNNL_ARG_SRC,
+       .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
+       .want = c.pd.src_desc()},
+      {.arg = DNNL_ARG_DIFF_DST, .user = dy, .want = c.pd.diff_dst_desc()},
+      {.arg = DNNL_ARG_DIFF_WEIGHTS,
+       .user = {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
+       .want = c.pd.diff_weights_desc()},
+      r);
+}
+
+dnnl::memory user_dy(const Geometry& g, dt t, const void* dy, DnnlRuntime& r) {
+  return {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)};
+}
+
 }  // namespace
 
 void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight,
@@ -221,29 +337,10 @@ void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, 
   if (s.n == 0) return;
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
-  const dt t = dnnl_type(in), out_t = dnnl_type(out);
+  const dt t = dnnl_type(in);
   try {
-    const auto c =
-        cached<dnnl::convolution_backward_data::primitive_desc, dnnl::convolution_backward_data>(
-            {.shape = s, .in = in, .out = out}, [&] {
-              const dnnl::convolution_backward_data::desc d(
-                  dnnl::algorithm::convolution_direct, any(g.src, out_t), any(g.weights, t),
-                  any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
-              return dnnl::convolution_backward_data::primitive_desc(d, r.engine,
-                                                                     forward_pd(g, t, r));
-            });
-    const auto& pd = c->pd;
-    run(c->primitive,
-        {.arg = DNNL_ARG_DIFF_DST,
-         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         .want = pd.diff_dst_desc()},
-        {.arg = DNNL_ARG_WEIGHTS,
-         .user = {{g.weights, t, g.weights_tag}, r.engine, const_cast<void*>(weight)},
-         .want = pd.weights_desc()},
-        {.arg = DNNL_ARG_DIFF_SRC,
-         .user = {{g.src, out_t, tag::nchw}, r.engine, dx},
-         .want = pd.diff_src_desc()},
-        r);
+    run_backward_data(*backward_data(s, in, out, g, r), g, t, user_dy(g, t, dy, r), weight,
+                      dnnl_type(out), dx, r);
   } catch (const dnnl::error& e) {
     fail("backward-data", e, s);
   }
@@ -260,27 +357,35 @@ void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, c
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
   try {
-    const auto c = cached<dnnl::convolution_backward_weights::primitive_desc,
-                          dnnl::convolution_backward_weights>({.shape = s, .in = in}, [&] {
-      const dnnl::convolution_backward_weights::desc d(
-          dnnl::algorithm::convolution_direct, any(g.src, t), any(g.weights, dt::f32),
-          any(g.dst, t), g.strides, g.dilates, g.pad_l, g.pad_r);
-      return dnnl::convolution_backward_weights::primitive_desc(d, r.engine, forward_pd(g, t, r));
-    });
-    const auto& pd = c->pd;
-    run(c->primitive,
-        {.arg = DNNL_ARG_SRC,
-         .user = {{g.src, t, tag::nchw}, r.engine, const_cast<void*>(x)},
-         .want = pd.src_desc()},
-        {.arg = DNNL_ARG_DIFF_DST,
-         .user = {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)},
-         .want = pd.diff_dst_desc()},
-        {.arg = DNNL_ARG_DIFF_WEIGHTS,
-         .user = {{g.weights, dt::f32, g.weights_tag}, r.engine, dweight},
-         .want = pd.diff_weights_desc()},
-        r);
+    run_backward_weights(*backward_weights(s, in, g, r), g, t, x, user_dy(g, t, dy, r), dweight, r);
   } catch (const dnnl::error& e) {
     fail("backward-weights", e, s);
+  }
+}
+
+void conv2d_backward_fast(const ConvShape& s, DType in, const void* x, const void* dy,
+                          const void* weight, DType dx_type, void* dx, float* dweight) {
+  check_input(in);
+  MIXP_ASSERT(dx_type == DType::f32 || (dx_type == DType::bf16 && in == DType::bf16),
+              "oneDNN convolution's backward-data from ", name_of(in), " to ", name_of(dx_type));
+  if (s.n == 0) {
+    std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
+    return;
+  }
+  DnnlRuntime& r = dnnl_runtime();
+  const Geometry g = geometry(s);
+  const dt t = dnnl_type(in);
+  try {
+    const auto data = backward_data(s, in, dx_type, g, r);
+    const auto weights = backward_weights(s, in, g, r);
+    // dy in the backward-data pass's layout, reordered once; the backward-weights pass reads
+    // that copy where it chose the same layout (run reorders it again where it did not).
+    const dnnl::memory dy_mem = input_as(user_dy(g, t, dy, r), data->pd.diff_dst_desc(), r);
+    run_backward_data(*data, g, t, dy_mem, weight, dnnl_type(dx_type), dx, r);
+    const bool shared = weights->pd.diff_dst_desc() == data->pd.diff_dst_desc();
+    run_backward_weights(*weights, g, t, x, shared ? dy_mem : user_dy(g, t, dy, r), dweight, r);
+  } catch (const dnnl::error& e) {
+    fail("backward", e, s);
   }
 }
 
