@@ -59,8 +59,9 @@ extern Kernel<BatchNormReluBackwardFn> batch_norm_relu_backward;
 /// rstd_out; y [n, c, h / 2, w / 2] in x's dtype, the bits of max pooling over
 /// batch_norm_relu_forward's output (each window's first greatest value in row-major order);
 /// window (u8, y's shape) the place of that value in its window: 0 top left, 1 top right,
-/// 2 bottom left, 3 bottom right. One pass over x after the statistics, without the full-size
-/// output or a 64-bit index. Fallback: batch_norm_relu_forward into a full-size buffer, then
+/// 2 bottom left, 3 bottom right; an undefined window is not written (a forward whose result
+/// needs no gradient). One pass over x after the statistics, without the full-size output or a
+/// 64-bit index. Fallback: batch_norm_relu_forward into a full-size buffer, then
 /// max_pool2d_forward, its index turned into window places.
 using BatchNormReluPoolFn = void(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  Tensor& running_mean, Tensor& running_var, BatchNormParams params,

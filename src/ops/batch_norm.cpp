@@ -201,15 +201,18 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& weight_in,
              x.shape().to_string());
   const Shape pooled{x.size(0), x.size(1), x.size(2) / 2, x.size(3) / 2};
   Tensor y = empty(pooled, x.dtype(), MemoryTag::activation, x.device());
-  // Saved for backward: an activation.
-  Tensor window = empty(pooled, DType::u8, MemoryTag::activation, x.device());
+  auto node = autograd::make_node<BatchNormReluPoolBackward>(op, {&x, &weight, &bias});
+  // The window places serve only the backward: an evaluation's forward writes none, and holds a
+  // byte less per output value at its peak.
+  Tensor window =
+      node ? empty(pooled, DType::u8, MemoryTag::activation, x.device()) : Tensor();
   const DType acc = detail::accumulation_dtype(x.dtype());
   Tensor mean = empty({x.size(1)}, acc, MemoryTag::activation, x.device());
   Tensor rstd = empty({x.size(1)}, acc, MemoryTag::activation, x.device());
   const kernels::BatchNormParams params{.training = training, .momentum = momentum, .eps = eps};
   kernels::batch_norm_relu_pool_forward(x, weight, bias, running_mean, running_var, params, y,
                                         window, mean, rstd);
-  if (auto node = autograd::make_node<BatchNormReluPoolBackward>(op, {&x, &weight, &bias})) {
+  if (node) {
     node->x = autograd::SavedTensor(x);
     node->weight = autograd::SavedTensor(weight);
     node->mean = autograd::SavedTensor(mean);

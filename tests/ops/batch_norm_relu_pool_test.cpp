@@ -18,6 +18,7 @@
 #include "mixp/autograd.h"
 #include "mixp/cpu.h"
 #include "mixp/error.h"
+#include "mixp/memory.h"
 #include "mixp/nn/activation.h"
 #include "mixp/nn/batch_norm.h"
 #include "mixp/nn/pooling.h"
@@ -254,6 +255,76 @@ TEST(BatchNormReluPool, TheRegistryRunsTheFusedKernelsAndTheUnfusedOnesForRefere
   IsaLimit no_bf16(Isa::avx512);
   EXPECT_EQ(forward(DType::bf16), "openmp_pooled");
   EXPECT_EQ(backward(DType::bf16), "openmp_scatter");
+}
+
+// A forward with no window (an evaluation's) gives the same output, statistics and running
+// stats as with one, on each candidate the registry can choose: the fused rows, the generic
+// kernel and the unfused fallback.
+TEST(BatchNormReluPool, EveryCandidateRunsWithoutWindowPlaces) {
+  const Case c{Shape{2, 16, 9, 34}, DType::bf16, true, true};
+  const Inputs in = draw(c, 11);
+  const int64_t channels = c.x[1];
+  for (const DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    const Tensor x = from_values(in.x, c.x, dtype);
+    const Tensor w = from_values(in.w, {channels}, DType::f32);
+    const Tensor b = from_values(in.b, {channels}, DType::f32);
+    struct Pass {
+      Tensor y, mean, rstd, running_mean, running_var;
+    };
+    auto forward = [&](bool with_window) {
+      Pass p{empty(pooled(c.x), dtype), empty({channels}), empty({channels}),
+             from_values(in.running_mean, {channels}, DType::f32),
+             from_values(in.running_var, {channels}, DType::f32)};
+      Tensor window = with_window ? empty(pooled(c.x), DType::u8) : Tensor();
+      kernels::batch_norm_relu_pool_forward(x, w, b, p.running_mean, p.running_var,
+                                            {.training = true}, p.y, window, p.mean, p.rstd);
+      return p;
+    };
+    auto expect_same = [&](const char* candidate) {
+      SCOPED_TRACE(std::string(name_of(dtype)) + ", " + candidate);
+      const Pass with = forward(true), without = forward(false);
+      EXPECT_TRUE(same_bits(with.y, without.y));
+      EXPECT_TRUE(same_bits(with.mean, without.mean));
+      EXPECT_TRUE(same_bits(with.rstd, without.rstd));
+      EXPECT_TRUE(same_bits(with.running_mean, without.running_mean));
+      EXPECT_TRUE(same_bits(with.running_var, without.running_var));
+    };
+    expect_same("the best");
+    {
+      IsaLimit no_bf16(Isa::avx512);
+      expect_same("without AVX-512 BF16");
+    }
+    ReferenceMode reference;
+    expect_same("the fallback");
+  }
+}
+
+// Under no_grad the op saves nothing, so it allocates no window places: its peak holds x and y
+// only, and y has the bits of a forward recorded for backward.
+TEST(BatchNormReluPool, AForwardWithoutGradientAllocatesNoWindowPlaces) {
+  const Case c{Shape{4, 16, 12, 12}, DType::bf16, false, true};
+  const Inputs in = draw(c, 12);
+  const int64_t channels = c.x[1];
+  Tensor x = from_values(in.x, c.x, DType::bf16);
+  x.set_requires_grad(true);
+  Tensor running_mean = from_values(in.running_mean, {channels}, DType::f32);
+  Tensor running_var = from_values(in.running_var, {channels}, DType::f32);
+  auto forward = [&] {
+    return ops::batch_norm_relu_max_pool2d(x, Tensor(), Tensor(), running_mean, running_var,
+                                           false, 0.1, 1e-5);
+  };
+  const int64_t before = memory::stats().current(DType::u8);
+  const Tensor recorded = forward();
+  const int64_t held = memory::stats().current(DType::u8);
+  EXPECT_EQ(held - before, pooled(c.x).numel()) << "the recorded forward's window places";
+  Tensor evaluated;
+  {
+    NoGradGuard no_grad;
+    memory::reset_peaks();
+    evaluated = forward();
+    EXPECT_EQ(memory::stats().peak(DType::u8), held) << "the evaluation allocated u8 memory";
+  }
+  EXPECT_TRUE(same_bits(recorded.detach(), evaluated));
 }
 
 // The bf16 and f16 rows on AVX-512 BF16 give the bits and window places of the generic

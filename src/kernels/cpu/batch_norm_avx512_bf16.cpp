@@ -189,7 +189,7 @@ void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t 
       } else {  // an f16 value read back: converting again is exact
         _mm256_mask_storeu_epi16(y + o, out_mask, _mm512_cvtps_ph(held, _MM_FROUND_TO_NEAREST_INT));
       }
-      _mm512_mask_cvtepi32_storeu_epi8(window + o, out_mask, place);
+      if (window) _mm512_mask_cvtepi32_storeu_epi8(window + o, out_mask, place);
     }
   }
 }

@@ -55,6 +55,12 @@ Tensor index_from_places(const Tensor& window, int64_t w) {
   return index;
 }
 
+// The window places to write, or null for an undefined window (a forward nothing will take the
+// gradient of).
+uint8_t* window_places(Tensor& window) {
+  return window.defined() ? window.data<uint8_t>() : nullptr;
+}
+
 template <typename T>
 void relu_pool_half_rows(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          Tensor& running_mean, Tensor& running_var, BatchNormParams params,
@@ -65,12 +71,13 @@ void relu_pool_half_rows(const Tensor& x, const Tensor& weight, const Tensor& bi
   const std::vector<float> scale = values_as<float>(weight), shift = values_as<float>(bias);
   const T* xd = x.data<T>();
   T* yd = y.data<T>();
-  uint8_t* wd = window.data<uint8_t>();
+  uint8_t* wd = window_places(window);
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const size_t c = size_t(u % geo.c);
       avx512_bf16::batch_norm_relu_pool_plane(
-          half_of<T>(), &xd[u * h * w].bits, h, w, &yd[u * pooled].bits, wd + u * pooled,
+          half_of<T>(), &xd[u * h * w].bits, h, w, &yd[u * pooled].bits,
+          wd ? wd + u * pooled : nullptr,
           st.mean[c], st.rstd[c], scale.empty() ? 1.0f : scale[c], shift.empty() ? 0.0f : shift[c]);
     }
   });
@@ -126,7 +133,7 @@ void relu_pool_plane(const T* x, int64_t h, int64_t w, Compute<T> m, Compute<T> 
         best = take ? candidates[k] : best;
         place = take ? k : place;
       }
-      window[i * ow + j] = place;
+      if (window) window[i * ow + j] = place;
       if constexpr (std::is_same_v<T, C>) {
         y[i * ow + j] = candidates[place];
       } else {
@@ -147,14 +154,14 @@ void relu_pool_chunked(const Tensor& x, const Tensor& weight, const Tensor& bias
   const std::vector<C> scale = values_as<C>(weight), shift = values_as<C>(bias);
   const T* xd = x.data<T>();
   T* yd = y.data<T>();
-  uint8_t* wd = window.data<uint8_t>();
+  uint8_t* wd = window_places(window);
   parallel_for(geo.units(), geo.grain(), [&](int64_t begin, int64_t end) {
     const auto rows = chunk_scratch<C>(4 * w);
     for (int64_t u = begin; u < end; ++u) {
       const size_t c = size_t(u % geo.c);
       relu_pool_plane<T>(xd + u * h * w, h, w, st.mean[c], st.rstd[c],
                          scale.empty() ? C(1) : scale[c], shift.empty() ? C(0) : shift[c],
-                         rows.get(), yd + u * pooled, wd + u * pooled);
+                         rows.get(), yd + u * pooled, wd ? wd + u * pooled : nullptr);
     }
   });
   save_stats<C, C>(st, mean_out, rstd_out);
@@ -184,7 +191,7 @@ void unfused_relu_pool_forward(const Tensor& x, const Tensor& weight, const Tens
                           rstd_out);
   Tensor index = empty(y.shape(), DType::i64, MemoryTag::workspace, x.device());
   max_pool2d_forward(pairs_of(x), full, y, index);
-  places_from_index(index, x.size(3), window);
+  if (window.defined()) places_from_index(index, x.size(3), window);
 }
 
 /// One plane of scatter_winners: out [h, w] from y, window and g [oh, ow]. Plain pointers and

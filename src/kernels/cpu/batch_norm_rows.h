@@ -37,7 +37,8 @@ void batch_norm_grad_rows(Half fmt, const uint16_t* x, const uint16_t* g, const 
 /// rounded, then its 2 x 2 windows every 2 (oh = h / 2, ow = w / 2; a last odd row or column is
 /// read by none): y [oh, ow] the first greatest rounded value of each window in row-major order
 /// and window [oh, ow] its place in the window (0 top left, 1 top right, 2 bottom left, 3 bottom
-/// right), the bits and choices of max pooling over batch_norm_rows' output.
+/// right; not written where window is null), the bits and choices of max pooling over
+/// batch_norm_rows' output.
 void batch_norm_relu_pool_plane(Half fmt, const uint16_t* x, int64_t h, int64_t w, uint16_t* y,
                                 uint8_t* window, float mean, float rstd, float scale, float shift);
 
