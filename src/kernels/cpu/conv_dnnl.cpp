@@ -282,6 +282,11 @@ dnnl::memory user_dy(const Geometry& g, dt t, const void* dy, DnnlRuntime& r) {
   return {{g.dst, t, tag::nchw}, r.engine, const_cast<void*>(dy)};
 }
 
+// An empty batch's weight gradient: every sum is empty.
+void zero_weight_gradient(const ConvShape& s, float* dweight) {
+  std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
+}
+
 }  // namespace
 
 void conv2d_forward_fast(const ConvShape& s, DType in, const void* x, const void* weight,
@@ -349,10 +354,7 @@ void conv2d_backward_data_fast_to(const ConvShape& s, DType in, const void* dy, 
 void conv2d_backward_weights_fast(const ConvShape& s, DType in, const void* x, const void* dy,
                                   float* dweight) {
   check_input(in);
-  if (s.n == 0) {
-    std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
-    return;
-  }
+  if (s.n == 0) return zero_weight_gradient(s, dweight);
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
@@ -368,10 +370,7 @@ void conv2d_backward_fast(const ConvShape& s, DType in, const void* x, const voi
   check_input(in);
   MIXP_ASSERT(dx_type == DType::f32 || (dx_type == DType::bf16 && in == DType::bf16),
               "oneDNN convolution's backward-data from ", name_of(in), " to ", name_of(dx_type));
-  if (s.n == 0) {
-    std::fill_n(dweight, s.o * (s.c / s.groups) * s.kh * s.kw, 0.0f);
-    return;
-  }
+  if (s.n == 0) return zero_weight_gradient(s, dweight);
   DnnlRuntime& r = dnnl_runtime();
   const Geometry g = geometry(s);
   const dt t = dnnl_type(in);
