@@ -60,23 +60,30 @@ TEST(Cpu, AParallelRegionRunsUnderItsCallersLimits) {
     IsaLimit limit(Isa::scalar);
     ReferenceMode reference;
     parallel_for(64, 1, [&](int64_t, int64_t) {
+      // Chunks are handed out as threads ask; each one long enough that the worker, woken
+      // after the caller has started, still takes some.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       std::lock_guard lock(mutex);
       isas.insert(active_isa());
       references.insert(reference_mode());
       workers.insert(omp_get_thread_num());
     });
   }
-  set_num_threads(threads_before);
   EXPECT_EQ(isas, std::set<Isa>{Isa::scalar});
   EXPECT_EQ(references, std::set<bool>{true});
   EXPECT_EQ(workers.size(), 2u) << "the region should have used two threads";
   // The workers are back to their own limits afterwards.
   std::set<Isa> after;
+  std::set<int> workers_after;
   parallel_for(64, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::lock_guard lock(mutex);
     after.insert(active_isa());
+    workers_after.insert(omp_get_thread_num());
   });
+  set_num_threads(threads_before);
   EXPECT_EQ(after, std::set<Isa>{best_isa()});
+  EXPECT_EQ(workers_after.size(), 2u);
 }
 
 TEST(Cpu, IsaNames) {
