@@ -343,6 +343,29 @@ std::string bar_chart_svg(const std::vector<std::string>& categories,
   return s + legend_svg(f, legend, {}) + "</svg>\n";
 }
 
+namespace {
+
+// Where the loss scale 2^k moves the format's bounds (a value v becomes v * 2^k): dashed lines at
+// the zero and overflow bounds, shifted by -k, with their labels.
+template <typename Px>
+std::string loss_scale_marks_svg(int k, double zero_x, double max_x, double top, double h,
+                                 const Px& px) {
+  std::string s;
+  s += "<g stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\">\n";
+  for (double x : {zero_x - k, max_x - k})
+    s += "<line x1=\"" + num(px(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(x)) + "\" y2=\"" +
+         num(top + h) + "\"/>\n";
+  s += "</g>\n<g fill=\"#d62728\" font-size=\"11\">\n";
+  s += "<text x=\"" + num(px(zero_x - k) + 4) + "\" y=\"" + num(top + 14) +
+       "\">zero below, at loss scale 2^" + std::to_string(k) + "</text>\n";
+  s += "<text x=\"" + num(px(max_x - k) - 4) + "\" y=\"" + num(top + 28) +
+       "\" text-anchor=\"end\">overflow above, at loss scale 2^" + std::to_string(k) + "</text>\n";
+  s += "</g>\n";
+  return s;
+}
+
+}  // namespace
+
 std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height) {
   MIXP_CHECK(hist.exponents.size() == hist.fractions.size(),
              "log2_histogram_svg: ", hist.exponents.size(), " binades and ", hist.fractions.size(),
@@ -447,20 +470,7 @@ std::string log2_histogram_svg(const Log2Histogram& hist, int width, int height)
   }
   s += "</g>\n";
 
-  // Where the loss scale moves the bounds: a value v becomes v * 2^k.
-  if (k != 0) {
-    s += "<g stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\">\n";
-    for (double x : {zero_x - k, max_x - k})
-      s += "<line x1=\"" + num(px(x)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(x)) +
-           "\" y2=\"" + num(top + h) + "\"/>\n";
-    s += "</g>\n<g fill=\"#d62728\" font-size=\"11\">\n";
-    s += "<text x=\"" + num(px(zero_x - k) + 4) + "\" y=\"" + num(top + 14) +
-         "\">zero below, at loss scale 2^" + std::to_string(k) + "</text>\n";
-    s += "<text x=\"" + num(px(max_x - k) - 4) + "\" y=\"" + num(top + 28) +
-         "\" text-anchor=\"end\">overflow above, at loss scale 2^" + std::to_string(k) +
-         "</text>\n";
-    s += "</g>\n";
-  }
+  if (k != 0) s += loss_scale_marks_svg(k, zero_x, max_x, top, h, px);
   s += "</svg>\n";
   return s;
 }
