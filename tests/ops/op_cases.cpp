@@ -4,10 +4,13 @@
 
 namespace mixp::test {
 
-std::vector<OpCase> all_op_cases() {
-  using V = std::vector<Tensor>;
-  const Domain any = Domain::any, pos = Domain::positive, away = Domain::away_from_zero;
-  std::vector<OpCase> cases;
+namespace {
+
+using V = std::vector<Tensor>;
+constexpr Domain any = Domain::any, pos = Domain::positive, away = Domain::away_from_zero;
+
+// The cases of unary and binary elementwise ops, over shapes and broadcasts.
+void add_elementwise_cases(std::vector<OpCase>& cases) {
   auto unary = [&](std::string name, Domain d, std::function<Tensor(const Tensor&)> f) {
     for (Shape s : {Shape{1}, Shape{17}, Shape{3, 13}}) {
       cases.push_back({name + "/" + s.to_string(), {{s, d}}, [f](const V& v) { return f(v[0]); }});
@@ -45,7 +48,10 @@ std::vector<OpCase> all_op_cases() {
   binary("sub", any, [](const Tensor& a, const Tensor& b) { return ops::sub(a, b); });
   binary("mul", any, [](const Tensor& a, const Tensor& b) { return ops::mul(a, b); });
   binary("div", away, [](const Tensor& a, const Tensor& b) { return ops::div(a, b); });
+}
 
+// The cases of reductions.
+void add_reduction_cases(std::vector<OpCase>& cases) {
   cases.push_back({"sum/all", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0]); }, 120});
   cases.push_back(
       {"sum/dim1", {{{4, 6, 5}, any}}, [](const V& v) { return ops::sum(v[0], {1}); }, 6});
@@ -73,7 +79,10 @@ std::vector<OpCase> all_op_cases() {
   cases.push_back({"max/dim0", {{{5, 7}, away}}, [](const V& v) { return ops::max(v[0], 0); }});
   cases.push_back(
       {"max/dim-1", {{{3, 4, 9}, away}}, [](const V& v) { return ops::max(v[0], -1, true); }});
+}
 
+// The cases of products, linear layers, softmax and losses.
+void add_product_and_loss_cases(std::vector<OpCase>& cases) {
   cases.push_back({"matmul/2d",
                    {{{5, 7}, any}, {{7, 3}, any}},
                    [](const V& v) { return ops::matmul(v[0], v[1]); },
@@ -168,7 +177,10 @@ std::vector<OpCase> all_op_cases() {
                    {{{4, 7}, any}, {{4, 7}, any}},
                    [](const V& v) { return ops::mse_loss(v[0], v[1]).to(v[0].dtype()); },
                    28});
+}
 
+// The cases of layer and batch norms, alone and fused with ReLU and pooling.
+void add_norm_cases(std::vector<OpCase>& cases) {
   // layer_norm: each output sums over its row (C terms), dweight and dbias over the rows.
   cases.push_back({"layer_norm/affine",
                    {{{4, 7}, any}, {{7}, any}, {{7}, any}},
@@ -281,7 +293,10 @@ std::vector<OpCase> all_op_cases() {
                    [batch_norm_relu](const V& v) { return batch_norm_relu(v, false); },
                    8,
                    false});
+}
 
+// The cases of views, copies, indexing, dropout and head splits.
+void add_shape_cases(std::vector<OpCase>& cases) {
   cases.push_back(
       {"transpose", {{{3, 4, 5}, any}}, [](const V& v) { return ops::transpose(v[0], 0, 2); }});
   cases.push_back({"permute", {{{2, 3, 4, 5}, any}}, [](const V& v) {
@@ -347,7 +362,10 @@ std::vector<OpCase> all_op_cases() {
       {"narrow/dim0", {{{5, 2}, any}}, [](const V& v) { return ops::narrow(v[0], 0, 0, 4); }});
   cases.push_back(
       {"narrow/last", {{{3, 4}, any}}, [](const V& v) { return ops::narrow(v[0], -1, 3, 1); }});
+}
 
+// The cases of attention, plain and multi-head.
+void add_attention_cases(std::vector<OpCase>& cases) {
   for (int64_t batch : {1, 2}) {
     for (bool causal : {true, false}) {
       const Shape s{batch, 2, 5, 4};
@@ -418,7 +436,10 @@ std::vector<OpCase> all_op_cases() {
                    },
                    1,
                    false});
+}
 
+// The cases of convolutions and pooling.
+void add_conv_and_pool_cases(std::vector<OpCase>& cases) {
   // conv2d: x [N, C, H, W], weight [O, C / g, kh, kw], bias [O]. The reduction length is the
   // longest sum of the case: the forward's (C / g kh kw), backward-data's (at most O / g kh kw)
   // or backward-weights' and the bias gradient's (N OH OW).
@@ -484,6 +505,19 @@ std::vector<OpCase> all_op_cases() {
        [](const Tensor& x) { return ops::adaptive_avg_pool2d(x, 1, 1); });
   pool("adaptive_avg_pool2d/upsample", {1, 2, 3, 4}, 4,
        [](const Tensor& x) { return ops::adaptive_avg_pool2d(x, 5, 7); });
+}
+
+}  // namespace
+
+std::vector<OpCase> all_op_cases() {
+  std::vector<OpCase> cases;
+  add_elementwise_cases(cases);
+  add_reduction_cases(cases);
+  add_product_and_loss_cases(cases);
+  add_norm_cases(cases);
+  add_shape_cases(cases);
+  add_attention_cases(cases);
+  add_conv_and_pool_cases(cases);
   return cases;
 }
 
