@@ -72,146 +72,163 @@ const Tensor& in(const Inputs& inputs, const std::string& name) {
   return it->second;
 }
 
-const std::map<std::string, Runner>& runners() {
+// The runners of the elementwise ops, with and without a scalar.
+void add_elementwise_runners(std::map<std::string, Runner>& t) {
   using Unary = Tensor (*)(const Tensor&);
   using Binary = Tensor (*)(const Tensor&, const Tensor&);
+  auto unary = [&](const char* name, Unary f) {
+    t[name] = [f](const Inputs& i, const json&) { return std::vector{f(in(i, "x"))}; };
+  };
+  auto binary = [&](const char* name, Binary f) {
+    t[name] = [f](const Inputs& i, const json&) { return std::vector{f(in(i, "a"), in(i, "b"))}; };
+  };
+  binary("add", ops::add);
+  binary("sub", ops::sub);
+  binary("mul", ops::mul);
+  binary("div", ops::div);
+  unary("neg", ops::neg);
+  unary("exp", ops::exp);
+  unary("log", ops::log);
+  unary("sqrt", ops::sqrt);
+  unary("rsqrt", ops::rsqrt);
+  unary("tanh", ops::tanh);
+  unary("sigmoid", ops::sigmoid);
+  unary("relu", ops::relu);
+  unary("gelu", ops::gelu);
+  unary("gelu_tanh", ops::gelu_tanh);
+  unary("silu", ops::silu);
+  t["pow"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::pow(in(i, "x"), a.at("exponent").get<double>())};
+  };
+  t["add_scalar"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::add_scalar(in(i, "x"), a.at("scalar").get<double>())};
+  };
+  t["mul_scalar"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::mul_scalar(in(i, "x"), a.at("scalar").get<double>())};
+  };
+}
+
+// The runners of reductions, products, softmax and losses.
+void add_reduction_and_product_runners(std::map<std::string, Runner>& t) {
+  t["sum"] = [](const Inputs& i, const json& a) {
+    return std::vector{
+        ops::sum(in(i, "x"), a.at("dims").get<std::vector<int>>(), a.at("keepdim").get<bool>())};
+  };
+  t["mean"] = [](const Inputs& i, const json& a) {
+    return std::vector{
+        ops::mean(in(i, "x"), a.at("dims").get<std::vector<int>>(), a.at("keepdim").get<bool>())};
+  };
+  t["max"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::max(in(i, "x"), a.at("dim").get<int>(), a.at("keepdim").get<bool>())};
+  };
+  t["matmul"] = [](const Inputs& i, const json&) {
+    return std::vector{ops::matmul(in(i, "a"), in(i, "b"))};
+  };
+  t["bmm"] = [](const Inputs& i, const json&) {
+    return std::vector{ops::bmm(in(i, "a"), in(i, "b"))};
+  };
+  t["linear"] = [](const Inputs& i, const json&) {
+    return std::vector{ops::linear(in(i, "x"), in(i, "weight"), in(i, "bias"))};
+  };
+  t["softmax"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::softmax(in(i, "x"), a.at("dim").get<int>())};
+  };
+  t["log_softmax"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::log_softmax(in(i, "x"), a.at("dim").get<int>())};
+  };
+  t["cross_entropy"] = [](const Inputs& i, const json& a) {
+    ops::CrossEntropyOptions o;
+    o.ignore_index = a.at("ignore_index").get<int64_t>();
+    o.label_smoothing = a.at("label_smoothing").get<double>();
+    return std::vector{ops::cross_entropy(in(i, "logits"), in(i, "targets"), o)};
+  };
+  t["mse_loss"] = [](const Inputs& i, const json&) {
+    return std::vector{ops::mse_loss(in(i, "prediction"), in(i, "target"))};
+  };
+}
+
+// The runners of views, copies and indexing.
+void add_layout_runners(std::map<std::string, Runner>& t) {
+  t["transpose"] = [](const Inputs& i, const json& a) {
+    return std::vector{
+        ops::transpose(in(i, "x"), a.at("dim0").get<int>(), a.at("dim1").get<int>())};
+  };
+  t["permute"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::permute(in(i, "x"), a.at("order").get<std::vector<int>>())};
+  };
+  t["embedding"] = [](const Inputs& i, const json&) {
+    return std::vector{ops::embedding(in(i, "weight"), in(i, "indices"))};
+  };
+  t["cat"] = [](const Inputs& i, const json& a) {
+    // x0, x1, ... in order; the name is appended to, not built with operator+ (GCC 12 reports
+    // a false -Wrestrict on "x" + std::to_string(k)).
+    std::vector<Tensor> xs;
+    for (size_t k = 0;; ++k) {
+      std::string name = "x";
+      name += std::to_string(k);
+      if (i.count(name) == 0) break;
+      xs.push_back(in(i, name));
+    }
+    return std::vector{ops::cat(xs, a.at("dim").get<int>())};
+  };
+  t["split"] = [](const Inputs& i, const json& a) {
+    return ops::split(in(i, "x"), a.at("split_size").get<int64_t>(), a.at("dim").get<int>());
+  };
+  t["narrow"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::narrow(in(i, "x"), a.at("dim").get<int>(), a.at("start").get<int64_t>(),
+                                   a.at("length").get<int64_t>())};
+  };
+}
+
+// The runners of norms, convolution, pooling and attention.
+void add_norm_conv_pool_attention_runners(std::map<std::string, Runner>& t) {
+  t["layer_norm"] = [](const Inputs& i, const json& a) {
+    return std::vector{
+        ops::layer_norm(in(i, "x"), in(i, "weight"), in(i, "bias"), a.at("eps").get<double>())};
+  };
+  t["batch_norm"] = [](const Inputs& i, const json& a) {
+    // Handles to the inputs' storage: the op updates the running stats in place, and
+    // check_case compares them afterwards with the fixture's "after".
+    Tensor running_mean = in(i, "running_mean"), running_var = in(i, "running_var");
+    return std::vector{ops::batch_norm(in(i, "x"), in(i, "weight"), in(i, "bias"), running_mean,
+                                       running_var, a.at("training").get<bool>(),
+                                       a.at("momentum").get<double>(), a.at("eps").get<double>())};
+  };
+  t["conv2d"] = [](const Inputs& i, const json& a) {
+    ops::Conv2dOptions o;
+    o.stride_h = o.stride_w = a.at("stride").get<int64_t>();
+    o.pad_h = o.pad_w = a.at("pad").get<int64_t>();
+    o.dilation_h = o.dilation_w = a.at("dilation").get<int64_t>();
+    o.groups = a.at("groups").get<int64_t>();
+    return std::vector{ops::conv2d(in(i, "x"), in(i, "weight"), in(i, "bias"), o)};
+  };
+  using Pool = Tensor (*)(const Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+  auto pool = [&](const char* name, Pool f) {
+    t[name] = [f](const Inputs& i, const json& a) {
+      const int64_t k = a.at("kernel").get<int64_t>(), s = a.at("stride").get<int64_t>(),
+                    p = a.at("pad").get<int64_t>();
+      return std::vector{f(in(i, "x"), k, k, s, s, p, p)};
+    };
+  };
+  pool("max_pool2d", ops::max_pool2d);
+  pool("avg_pool2d", ops::avg_pool2d);
+  t["adaptive_avg_pool2d"] = [](const Inputs& i, const json& a) {
+    const std::vector<int64_t> out = a.at("output_size").get<std::vector<int64_t>>();
+    if (out.size() != 2) throw std::runtime_error("golden fixture: output_size is [oh, ow]");
+    return std::vector{ops::adaptive_avg_pool2d(in(i, "x"), out[0], out[1])};
+  };
+  t["scaled_dot_product_attention"] = [](const Inputs& i, const json& a) {
+    return std::vector{ops::scaled_dot_product_attention(in(i, "q"), in(i, "k"), in(i, "v"),
+                                                         a.at("causal").get<bool>())};
+  };
+}
+const std::map<std::string, Runner>& runners() {
   static const std::map<std::string, Runner> table = [] {
     std::map<std::string, Runner> t;
-    auto unary = [&](const char* name, Unary f) {
-      t[name] = [f](const Inputs& i, const json&) { return std::vector{f(in(i, "x"))}; };
-    };
-    auto binary = [&](const char* name, Binary f) {
-      t[name] = [f](const Inputs& i, const json&) {
-        return std::vector{f(in(i, "a"), in(i, "b"))};
-      };
-    };
-    binary("add", ops::add);
-    binary("sub", ops::sub);
-    binary("mul", ops::mul);
-    binary("div", ops::div);
-    unary("neg", ops::neg);
-    unary("exp", ops::exp);
-    unary("log", ops::log);
-    unary("sqrt", ops::sqrt);
-    unary("rsqrt", ops::rsqrt);
-    unary("tanh", ops::tanh);
-    unary("sigmoid", ops::sigmoid);
-    unary("relu", ops::relu);
-    unary("gelu", ops::gelu);
-    unary("gelu_tanh", ops::gelu_tanh);
-    unary("silu", ops::silu);
-    t["pow"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::pow(in(i, "x"), a.at("exponent").get<double>())};
-    };
-    t["add_scalar"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::add_scalar(in(i, "x"), a.at("scalar").get<double>())};
-    };
-    t["mul_scalar"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::mul_scalar(in(i, "x"), a.at("scalar").get<double>())};
-    };
-    t["sum"] = [](const Inputs& i, const json& a) {
-      return std::vector{
-          ops::sum(in(i, "x"), a.at("dims").get<std::vector<int>>(), a.at("keepdim").get<bool>())};
-    };
-    t["mean"] = [](const Inputs& i, const json& a) {
-      return std::vector{
-          ops::mean(in(i, "x"), a.at("dims").get<std::vector<int>>(), a.at("keepdim").get<bool>())};
-    };
-    t["max"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::max(in(i, "x"), a.at("dim").get<int>(), a.at("keepdim").get<bool>())};
-    };
-    t["matmul"] = [](const Inputs& i, const json&) {
-      return std::vector{ops::matmul(in(i, "a"), in(i, "b"))};
-    };
-    t["bmm"] = [](const Inputs& i, const json&) {
-      return std::vector{ops::bmm(in(i, "a"), in(i, "b"))};
-    };
-    t["linear"] = [](const Inputs& i, const json&) {
-      return std::vector{ops::linear(in(i, "x"), in(i, "weight"), in(i, "bias"))};
-    };
-    t["softmax"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::softmax(in(i, "x"), a.at("dim").get<int>())};
-    };
-    t["log_softmax"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::log_softmax(in(i, "x"), a.at("dim").get<int>())};
-    };
-    t["cross_entropy"] = [](const Inputs& i, const json& a) {
-      ops::CrossEntropyOptions o;
-      o.ignore_index = a.at("ignore_index").get<int64_t>();
-      o.label_smoothing = a.at("label_smoothing").get<double>();
-      return std::vector{ops::cross_entropy(in(i, "logits"), in(i, "targets"), o)};
-    };
-    t["mse_loss"] = [](const Inputs& i, const json&) {
-      return std::vector{ops::mse_loss(in(i, "prediction"), in(i, "target"))};
-    };
-    t["transpose"] = [](const Inputs& i, const json& a) {
-      return std::vector{
-          ops::transpose(in(i, "x"), a.at("dim0").get<int>(), a.at("dim1").get<int>())};
-    };
-    t["permute"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::permute(in(i, "x"), a.at("order").get<std::vector<int>>())};
-    };
-    t["embedding"] = [](const Inputs& i, const json&) {
-      return std::vector{ops::embedding(in(i, "weight"), in(i, "indices"))};
-    };
-    t["cat"] = [](const Inputs& i, const json& a) {
-      // x0, x1, ... in order; the name is appended to, not built with operator+ (GCC 12 reports
-      // a false -Wrestrict on "x" + std::to_string(k)).
-      std::vector<Tensor> xs;
-      for (size_t k = 0;; ++k) {
-        std::string name = "x";
-        name += std::to_string(k);
-        if (i.count(name) == 0) break;
-        xs.push_back(in(i, name));
-      }
-      return std::vector{ops::cat(xs, a.at("dim").get<int>())};
-    };
-    t["split"] = [](const Inputs& i, const json& a) {
-      return ops::split(in(i, "x"), a.at("split_size").get<int64_t>(), a.at("dim").get<int>());
-    };
-    t["narrow"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::narrow(in(i, "x"), a.at("dim").get<int>(),
-                                     a.at("start").get<int64_t>(), a.at("length").get<int64_t>())};
-    };
-    t["layer_norm"] = [](const Inputs& i, const json& a) {
-      return std::vector{
-          ops::layer_norm(in(i, "x"), in(i, "weight"), in(i, "bias"), a.at("eps").get<double>())};
-    };
-    t["batch_norm"] = [](const Inputs& i, const json& a) {
-      // Handles to the inputs' storage: the op updates the running stats in place, and
-      // check_case compares them afterwards with the fixture's "after".
-      Tensor running_mean = in(i, "running_mean"), running_var = in(i, "running_var");
-      return std::vector{ops::batch_norm(
-          in(i, "x"), in(i, "weight"), in(i, "bias"), running_mean, running_var,
-          a.at("training").get<bool>(), a.at("momentum").get<double>(), a.at("eps").get<double>())};
-    };
-    t["conv2d"] = [](const Inputs& i, const json& a) {
-      ops::Conv2dOptions o;
-      o.stride_h = o.stride_w = a.at("stride").get<int64_t>();
-      o.pad_h = o.pad_w = a.at("pad").get<int64_t>();
-      o.dilation_h = o.dilation_w = a.at("dilation").get<int64_t>();
-      o.groups = a.at("groups").get<int64_t>();
-      return std::vector{ops::conv2d(in(i, "x"), in(i, "weight"), in(i, "bias"), o)};
-    };
-    using Pool = Tensor (*)(const Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
-    auto pool = [&](const char* name, Pool f) {
-      t[name] = [f](const Inputs& i, const json& a) {
-        const int64_t k = a.at("kernel").get<int64_t>(), s = a.at("stride").get<int64_t>(),
-                      p = a.at("pad").get<int64_t>();
-        return std::vector{f(in(i, "x"), k, k, s, s, p, p)};
-      };
-    };
-    pool("max_pool2d", ops::max_pool2d);
-    pool("avg_pool2d", ops::avg_pool2d);
-    t["adaptive_avg_pool2d"] = [](const Inputs& i, const json& a) {
-      const std::vector<int64_t> out = a.at("output_size").get<std::vector<int64_t>>();
-      if (out.size() != 2) throw std::runtime_error("golden fixture: output_size is [oh, ow]");
-      return std::vector{ops::adaptive_avg_pool2d(in(i, "x"), out[0], out[1])};
-    };
-    t["scaled_dot_product_attention"] = [](const Inputs& i, const json& a) {
-      return std::vector{ops::scaled_dot_product_attention(in(i, "q"), in(i, "k"), in(i, "v"),
-                                                           a.at("causal").get<bool>())};
-    };
+    add_elementwise_runners(t);
+    add_reduction_and_product_runners(t);
+    add_layout_runners(t);
+    add_norm_conv_pool_attention_runners(t);
     return t;
   }();
   return table;
