@@ -28,6 +28,53 @@ using Clock = std::chrono::steady_clock;
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
+// The trainer's optimizers: for language models nanoGPT's (decay 0.1 on matrices only).
+std::vector<std::unique_ptr<optim::AdamW>> trainer_optimizers(const std::vector<Tensor>& params,
+                                                              bool lm, const amp::Preset& preset) {
+  std::vector<std::unique_ptr<optim::AdamW>> optimizers;
+  if (lm) {
+    std::vector<Tensor> decay, no_decay;
+    for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).push_back(p);
+    optimizers.push_back(std::make_unique<optim::AdamW>(
+        decay, optim::AdamWOptions{.betas = {0.9, 0.99},
+                                   .weight_decay = 0.1,
+                                   .precision = preset.optimizer_precision,
+                                   .rounding = {1, 2, 0},
+                                   .state_dtype = preset.optimizer_state_dtype}));
+    optimizers.push_back(std::make_unique<optim::AdamW>(
+        no_decay, optim::AdamWOptions{.betas = {0.9, 0.99},
+                                      .weight_decay = 0.0,
+                                      .precision = preset.optimizer_precision,
+                                      .rounding = {1, 3, 0},
+                                      .state_dtype = preset.optimizer_state_dtype}));
+  } else {
+    optimizers.push_back(std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions{.precision = preset.optimizer_precision,
+                                    .rounding = {1, 2, 0},
+                                    .state_dtype = preset.optimizer_state_dtype}));
+  }
+  return optimizers;
+}
+
+// Peak memory in MiB by tag (and the total), what the total's peak is made of (summing to it),
+// and the peak by dtype.
+struct MemoryJson {
+  nlohmann::ordered_json by_tag, at_peak, by_dtype;
+};
+
+MemoryJson memory_json() {
+  const memory::Stats st = memory::stats();
+  MemoryJson m;
+  for (int t = 0; t < kMemoryTagCount; ++t)
+    m.by_tag[name_of(MemoryTag(t))] = mib(st.peak(MemoryTag(t)));
+  m.by_tag["total"] = mib(st.peak_total);
+  for (int t = 0; t < kMemoryTagCount; ++t)
+    m.at_peak[name_of(MemoryTag(t))] = mib(st.at_peak(MemoryTag(t)));
+  for (int d = 0; d < kDTypeCount; ++d)
+    if (st.peak(DType(d)) > 0) m.by_dtype[name_of(DType(d))] = mib(st.peak(DType(d)));
+  return m;
+}
+
 }  // namespace
 
 int64_t default_batch(const std::string& model) {
@@ -95,29 +142,7 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
   int64_t parameter_count = 0;
   for (const Tensor& p : params) parameter_count += p.numel();
 
-  // The trainer's optimizers: for language models nanoGPT's (decay 0.1 on matrices only).
-  std::vector<std::unique_ptr<optim::AdamW>> optimizers;
-  if (lm) {
-    std::vector<Tensor> decay, no_decay;
-    for (const Tensor& p : params) (p.ndim() >= 2 ? decay : no_decay).push_back(p);
-    optimizers.push_back(std::make_unique<optim::AdamW>(
-        decay, optim::AdamWOptions{.betas = {0.9, 0.99},
-                                   .weight_decay = 0.1,
-                                   .precision = preset.optimizer_precision,
-                                   .rounding = {1, 2, 0},
-                                   .state_dtype = preset.optimizer_state_dtype}));
-    optimizers.push_back(std::make_unique<optim::AdamW>(
-        no_decay, optim::AdamWOptions{.betas = {0.9, 0.99},
-                                      .weight_decay = 0.0,
-                                      .precision = preset.optimizer_precision,
-                                      .rounding = {1, 3, 0},
-                                      .state_dtype = preset.optimizer_state_dtype}));
-  } else {
-    optimizers.push_back(std::make_unique<optim::AdamW>(
-        params, optim::AdamWOptions{.precision = preset.optimizer_precision,
-                                    .rounding = {1, 2, 0},
-                                    .state_dtype = preset.optimizer_state_dtype}));
-  }
+  std::vector<std::unique_ptr<optim::AdamW>> optimizers = trainer_optimizers(params, lm, preset);
   amp::GradScaler scaler = preset.make_scaler();
 
   // Synthetic batches: the shapes and dtypes of the real data, random values.
@@ -162,17 +187,7 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
   const double flop = train_step_flop(config, batch);
   const double gflops = flop / (median_ms * 1e6);
 
-  const memory::Stats st = memory::stats();
-  nlohmann::ordered_json memory_by_tag;
-  for (int t = 0; t < kMemoryTagCount; ++t)
-    memory_by_tag[name_of(MemoryTag(t))] = mib(st.peak(MemoryTag(t)));
-  memory_by_tag["total"] = mib(st.peak_total);
-  nlohmann::ordered_json memory_at_peak;  // what the total's peak is made of: sums to the total
-  for (int t = 0; t < kMemoryTagCount; ++t)
-    memory_at_peak[name_of(MemoryTag(t))] = mib(st.at_peak(MemoryTag(t)));
-  nlohmann::ordered_json memory_by_dtype;
-  for (int d = 0; d < kDTypeCount; ++d)
-    if (st.peak(DType(d)) > 0) memory_by_dtype[name_of(DType(d))] = mib(st.peak(DType(d)));
+  const MemoryJson peaks = memory_json();
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
 
@@ -194,9 +209,9 @@ int run_train_bench(const TrainBenchOptions& o, std::FILE* out) {
       {"peak_gflops", peak},
       {"pct_of_peak", 100.0 * gflops / peak},
       {"loss", loss_value},
-      {"peak_memory_mib", memory_by_tag},
-      {"peak_memory_mib_by_dtype", memory_by_dtype},
-      {"memory_at_peak_mib", memory_at_peak},
+      {"peak_memory_mib", peaks.by_tag},
+      {"peak_memory_mib_by_dtype", peaks.by_dtype},
+      {"memory_at_peak_mib", peaks.at_peak},
       {"max_rss_mib", double(usage.ru_maxrss) / 1024.0},
   };
   std::fprintf(out, "%s\n", j.dump().c_str());
