@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/f16_tiles.h"
 #include "kernels/round_to_f16.h"
 #include "mixp/error.h"
 #include "mixp/runtime.h"
@@ -151,6 +152,28 @@ void pairs_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tens
                     threads);
 }
 
+// An f16 a, with an f32 b (an autocast linear's weight) or an f16 one, up to kF16TileMaxRows
+// rows: mixp's fp32 tiles widen a and round b to f16's values as they pack them, where the
+// oneDNN candidate needs a pass over b first (about 9% of an mlp amp-fp16 step) and fp32 copies
+// of a and of the result.
+bool f16_tiles_apply(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor&,
+                     const Tensor& out) {
+  return a.dtype() == DType::f16 && (b.dtype() == DType::f32 || b.dtype() == DType::f16) &&
+         (out.dtype() == DType::f16 || out.dtype() == DType::f32) && f16_tiles_supported(s);
+}
+
+void tiles_f16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor& bias,
+               Tensor& out) {
+  const Tensor wide_bias = bias.defined() ? bias.to(DType::f32) : Tensor();
+  const int threads = num_threads();
+  Tensor space =
+      empty(Shape{f16_tiles_workspace_bytes(s, threads)}, DType::u8, MemoryTag::workspace);
+  avx512::matmul_f16_tiles(s, static_cast<const uint16_t*>(a.raw_data()), b.raw_data(), b.dtype(),
+                           out.raw_data(), out.dtype(),
+                           wide_bias.defined() ? wide_bias.data<float>() : nullptr,
+                           space.data<uint8_t>(), threads);
+}
+
 bool not_f64(const GemmShape&, const Tensor& a, const Tensor&, const Tensor&, const Tensor&) {
   return a.dtype() != DType::f64;
 }
@@ -161,9 +184,8 @@ Kernel<GemmProductFn> gemm_product(
     "gemm_product",
     {{.name = "pairs_bf16", .applies = pairs_apply, .fn = pairs_bf16},
      {.name = "onednn_bf16", .applies = rounds_bf16_in_product, .fn = onednn_bf16},
-     {.name = "onednn", .applies = not_f64,
-      .fn = product_in_blocks<product_onednn, b_for_onednn>},
-     {.name = "reference", .fn = product_in_blocks<product_reference, b_as_a>,
-      .fallback = true}});
+     {.name = "tiles_f16", .isa = Isa::avx512, .applies = f16_tiles_apply, .fn = tiles_f16},
+     {.name = "onednn", .applies = not_f64, .fn = product_in_blocks<product_onednn, b_for_onednn>},
+     {.name = "reference", .fn = product_in_blocks<product_reference, b_as_a>, .fallback = true}});
 
 }  // namespace mixp::kernels

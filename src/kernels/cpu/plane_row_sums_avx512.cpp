@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/transpose16_avx512.h"
 #include "kernels/plane_row_sums_isa.h"
 
 // GCC 12 takes the _mm512_undefined pass-through operand inside the unpacks for an
@@ -15,43 +16,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace mixp::kernels::avx512 {
-namespace {
-
-__m512 pairs_lo(__m512 a, __m512 b) {
-  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-}
-__m512 pairs_hi(__m512 a, __m512 b) {
-  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
-}
-
-// v[k] holds row k's 16 values; afterwards v[j] holds column j's 16 values, row k in lane k.
-void transpose16(__m512 v[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-  }
-  // s[4 i + j], in 128-bit lane L: column 4 L + j of rows 4 i to 4 i + 3.
-  __m512 s[16];
-  for (int i = 0; i < 4; ++i) {
-    s[4 * i] = pairs_lo(t[4 * i], t[4 * i + 2]);
-    s[4 * i + 1] = pairs_hi(t[4 * i], t[4 * i + 2]);
-    s[4 * i + 2] = pairs_lo(t[4 * i + 1], t[4 * i + 3]);
-    s[4 * i + 3] = pairs_hi(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    const __m512 a0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0x44);
-    const __m512 a1 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0xEE);
-    const __m512 b0 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0x44);
-    const __m512 b1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0xEE);
-    v[j] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    v[4 + j] = _mm512_shuffle_f32x4(a0, b0, 0xDD);
-    v[8 + j] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    v[12 + j] = _mm512_shuffle_f32x4(a1, b1, 0xDD);
-  }
-}
-
-}  // namespace
 
 void plane_row_sums_f32(const float* plane, int64_t h, int64_t w, float* rows) {
   for (int64_t r = 0; r < h; r += 16) {
