@@ -3,17 +3,18 @@
 // in the packing the tiles read, not in passes of their own before oneDNN's product. Private to
 // mixp; the candidate tiles_f16 of kernels/gemm_product.h.
 //
-// C [m][n] = A [m][k] op(B) (+ bias): A f16, widened exactly; B [k][n], or [n][k] with
-// s.trans_b (a linear layer's weight in its forward), f32 read as its rounding to f16 (nearest
-// even, as autocast's cast) or f16; sums in fp32, each a chain of fused multiply-adds in the
-// order of k from +0, then plus the bias, rounded once into C (f16, nearest even, or f32).
-// Every sum is the same for any thread count.
+// C [m][n] = op(A) op(B) (+ bias): A f16, [m][k] or [k][m] with s.trans_a (a linear layer's
+// output gradient in its weight gradient), widened exactly; B [k][n], or [n][k] with s.trans_b
+// (a linear layer's weight in its forward), f32 read as its rounding to f16 (nearest even, as
+// autocast's cast) or f16; sums in fp32, each a chain of fused multiply-adds in the order of k
+// from +0, then plus the bias, rounded once into C as F16TileOut says. Every sum is the same for
+// any thread count.
 //
 // Example (the mlp's first layer under amp-fp16: 64 images, 784 inputs, 1024 outputs):
 //   const GemmShape s{.m = 64, .n = 1024, .k = 784, .trans_b = true};
 //   std::vector<uint8_t> space(f16_tiles_workspace_bytes(s, threads));
-//   avx512::matmul_f16_tiles(s, x_bits, w, DType::f32, y_bits, DType::f16, bias, space.data(),
-//                            threads);
+//   avx512::matmul_f16_tiles(s, x_bits, w, DType::f32, y_bits, F16TileOut::f16, bias,
+//                            space.data(), threads);
 #pragma once
 
 #include <cstdint>
@@ -23,21 +24,27 @@
 
 namespace mixp::kernels {
 
-/// Up to kF16TileMaxRows rows (a batch of images: each packed panel serves all of them while it
-/// is in L2), k up to 4096, batch 1, A not transposed.
-constexpr int64_t kF16TileMaxRows = 128;
+/// A batch of up to kF16TileBatch rows (of images: each packed panel serves all of them while
+/// it is in L2): m with A [m][k], then k up to 4096; or k with A [k][m] (a weight gradient, which
+/// sums over the batch), then m up to 4096. Batch 1.
+constexpr int64_t kF16TileBatch = 128;
 bool f16_tiles_supported(const GemmShape& s);
 
 /// Bytes of workspace matmul_f16_tiles needs: per thread, A widened and one panel of B.
 int64_t f16_tiles_workspace_bytes(const GemmShape& s, int threads);
 
+/// What C holds: the sums rounded to f16, the sums in fp32, or the sums rounded to f16's values
+/// and kept in fp32 (an autocast linear's fp32 weight gradient: the bits of an f16 result
+/// widened).
+enum class F16TileOut { f16, f32, f16_values_in_f32 };
+
 namespace avx512 {
 
 /// The product above on up to `threads` threads, in one region: panels of 64 columns of C
 /// handed out as the threads ask, each packed from B and run over every row of A. b_dtype: f32
-/// or f16; c_dtype: f16 or f32; bias: n fp32 values or null.
+/// or f16; bias: n fp32 values or null.
 void matmul_f16_tiles(const GemmShape& s, const uint16_t* a, const void* b, DType b_dtype, void* c,
-                      DType c_dtype, const float* bias, void* workspace, int threads);
+                      F16TileOut out, const float* bias, void* workspace, int threads);
 
 }  // namespace avx512
 }  // namespace mixp::kernels

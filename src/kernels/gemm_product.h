@@ -22,10 +22,10 @@ namespace mixp::kernels {
 ///                matmul_pairs_supported, by mixp's pair tiles (matmul_pairs_bf16);
 ///   onednn_bf16: bf16 into bf16 where the CPU has AVX-512 BF16, oneDNN rounding the fp32 sums
 ///                as it stores them (it flushes fp32 subnormal sums to zero, as vdpbf16ps does);
-///   tiles_f16:   an f16 a with an f32 or f16 b into f16 or f32, up to 128 rows, where the CPU
-///                has AVX-512 F: mixp's fp32 tiles (kernels/f16_tiles.h), which widen a and
-///                round b to f16's values as they pack them, each sum a chain of FMAs in the
-///                order of k;
+///   tiles_f16:   an f16 a with an f32 or f16 b into f16 or f32, a batch of up to 128 rows
+///                (m, or k with a transposed), where the CPU has AVX-512 F: mixp's fp32 tiles
+///                (kernels/f16_tiles.h), which widen a and round b to f16's values as they
+///                pack them, each sum a chain of FMAs in the order of k;
 ///   onednn:      every dtype but f64; f16, and bf16 where the CPU has no AVX-512 BF16, widened
 ///                exactly to f32 first (an f32 b with an f16 a rounded to f16's values in one
 ///                pass, kernels/round_to_f16.h: the same fp32 operands as the cast widened);

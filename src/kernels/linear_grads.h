@@ -16,6 +16,9 @@ namespace mixp::kernels {
 ///               to db's dtype (a separate pass over g was about 3% of a bf16 gpt step). Below
 ///               512 rows oneDNN's product is faster, but not with the widening pass after it
 ///               that the tiles' store makes for an f32 dw (docs/performance.md).
+///   tiles_f16:  f16 g and x into an f32 dw, a batch of up to 128 rows, where the CPU has
+///               AVX-512 F: mixp's fp32 tiles (kernels/f16_tiles.h), each sum a chain of FMAs
+///               over the rows, rounded to f16's value as it is stored into dw;
 ///   f16_into_f32: f16 g and x into an f32 dw: the product's fp32 sums into dw, then rounded
 ///               to f16's values in place (kernels/round_to_f16.h): the bits of unfused, with
 ///               no f16 copy.

@@ -1,9 +1,9 @@
-// gemm_product's tiles_f16 candidate (kernels/f16_tiles.h): an f16 a with an f32 or f16 b, on
-// every kind of tail (rows not a multiple of 6, columns not a multiple of 16 or 64, k not a
-// multiple of 16), holds the bits of the chain of fused multiply-adds it promises, computed
-// here with std::fma; is within the tolerance of the reference's double sums; reads an f32 b as
-// its rounding to f16; and gives the same bits for any thread count. Under f16 autocast a linear
-// layer's products take it from an fp32 weight as they take the cast weight.
+// gemm_product's and linear_weight_grads' tiles_f16 candidates (kernels/f16_tiles.h): an f16 a
+// with an f32 or f16 b, on every kind of tail (rows not a multiple of 6, columns not a multiple
+// of 16 or 64, k not a multiple of 16), holds the bits of the chain of fused multiply-adds it
+// promises, computed here with std::fma; is within the tolerance of the reference's double sums;
+// reads an f32 b as its rounding to f16; and gives the same bits for any thread count. A weight
+// gradient from f16 g and x into fp32 is that chain rounded to f16's value.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/gemm_product.h"
+#include "kernels/linear_grads.h"
 #include "mixp/cpu.h"
 #include "mixp/float_types.h"
 #include "mixp/random.h"
@@ -32,8 +33,8 @@ struct Case {
 // 17, 100, 400 and 784; B stored either way; each output dtype and b dtype; with a bias and
 // without.
 std::vector<Case> cases() {
-  auto s = [](int64_t m, int64_t n, int64_t k, bool trans_b) {
-    return GemmShape{.m = m, .n = n, .k = k, .trans_b = trans_b};
+  auto s = [](int64_t m, int64_t n, int64_t k, bool trans_b, bool trans_a = false) {
+    return GemmShape{.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b};
   };
   return {{s(64, 200, 784, true), DType::f32, DType::f16, true},   // an mlp-like first layer
           {s(64, 80, 100, false), DType::f32, DType::f16, false},  // an input gradient
@@ -44,7 +45,11 @@ std::vector<Case> cases() {
           {s(1, 64, 100, false), DType::f32, DType::f32, false},
           {s(128, 64, 16, true), DType::f16, DType::f16, false},
           {s(128, 80, 1, false), DType::f32, DType::f16, true},
-          {s(100, 130, 400, false), DType::f32, DType::f16, true}};  // three panels, two threads
+          {s(100, 130, 400, false), DType::f32, DType::f16, true},  // three panels, two threads
+          // A transposed (a weight gradient: m outputs, k the batch's rows)
+          {s(300, 80, 64, false, true), DType::f16, DType::f32, false},
+          {s(1024, 130, 64, false, true), DType::f16, DType::f16, false},  // two threads
+          {s(17, 10, 5, true, true), DType::f32, DType::f16, true}};
 }
 
 struct Operands {
@@ -56,7 +61,8 @@ struct Operands {
 Operands operands(const Case& c, Philox& rng) {
   const GemmShape& s = c.shape;
   Operands o;
-  o.a = randn({s.m, s.k}, rng, 0.5, DType::f16);
+  o.a =
+      s.trans_a ? randn({s.k, s.m}, rng, 0.5, DType::f16) : randn({s.m, s.k}, rng, 0.5, DType::f16);
   Tensor b = randn({s.k * s.n}, rng, 0.5, DType::f32);
   float* bv = b.data<float>();
   for (int64_t i = 0; i < b.numel(); i += 5) {  // f16 keeps 13 bits fewer: a tie at bit 12
@@ -71,6 +77,11 @@ Tensor product(const Case& c, const Operands& o) {
   Tensor out = empty({c.shape.m, c.shape.n}, c.out_dtype);
   gemm_product(c.shape, o.a, o.b, o.bias, out);
   return out;
+}
+
+// A's element (i, kk) of op(A).
+double a_value(const GemmShape& s, const std::vector<double>& a, int64_t i, int64_t kk) {
+  return a[size_t(s.trans_a ? kk * s.m + i : i * s.k + kk)];
 }
 
 // B's element (kk, j), as the product reads it: an f32 b rounded to f16's value.
@@ -97,7 +108,7 @@ TEST(F16Tiles, EachSumIsTheChainOfFusedMultiplyAddsInTheOrderOfK) {
       for (int64_t j = 0; j < s.n; ++j) {
         float sum = 0.0f;
         for (int64_t kk = 0; kk < s.k; ++kk) {
-          sum = std::fma(float(a[size_t(i * s.k + kk)]), b_value(c, b, kk, j), sum);
+          sum = std::fma(float(a_value(s, a, i, kk)), b_value(c, b, kk, j), sum);
         }
         if (c.bias) sum += float(bias[size_t(j)]);
         const double want = c.out_dtype == DType::f16 ? double(float(float16(sum))) : double(sum);
@@ -130,7 +141,7 @@ TEST(F16Tiles, WithinToleranceOfTheReferencesDoubleSums) {
       for (int64_t j = 0; j < s.n; ++j) {
         double magnitude = c.bias ? std::fabs(bias[size_t(j)]) : 0.0;
         for (int64_t kk = 0; kk < s.k; ++kk) {
-          magnitude += std::fabs(a[size_t(i * s.k + kk)] * double(b_value(c, b, kk, j)));
+          magnitude += std::fabs(a_value(s, a, i, kk) * double(b_value(c, b, kk, j)));
         }
         const size_t e = size_t(i * s.n + j);
         ASSERT_LE(std::fabs(gv[e] - wv[e]), 2 * (tol.atol + tol.rtol * magnitude))
@@ -144,8 +155,7 @@ TEST(F16Tiles, AnFp32BGivesTheBitsOfItsF16RoundingForAnyThreadCount) {
   if (best_isa() < Isa::avx512 || reference_mode()) GTEST_SKIP() << "no AVX-512 F candidate";
   const int threads = num_threads();
   Philox rng(PhiloxState{43, 0, 0});
-  for (Case c : cases()) {
-    if (c.b_dtype != DType::f32) continue;
+  for (const Case& c : cases()) {
     const Operands o = operands(c, rng);
     set_num_threads(2);
     const std::vector<double> two = product(c, o).to_vector();
@@ -158,6 +168,35 @@ TEST(F16Tiles, AnFp32BGivesTheBitsOfItsF16RoundingForAnyThreadCount) {
     EXPECT_EQ(two, from_f16) << "m " << c.shape.m << " n " << c.shape.n << " k " << c.shape.k;
     EXPECT_EQ(two, one) << "m " << c.shape.m << " n " << c.shape.n << " k " << c.shape.k;
   }
+}
+
+// An autocast linear's fp32 weight gradient from f16 g and x: each element the chain of FMAs
+// over the rows, rounded to f16's value and kept in fp32, with no pass after the product.
+TEST(F16Tiles, AWeightGradientIntoFp32IsTheChainRoundedToF16sValue) {
+  if (best_isa() < Isa::avx512 || reference_mode()) GTEST_SKIP() << "no AVX-512 F candidate";
+  Philox rng(PhiloxState{44, 0, 0});
+  const int64_t rows = 64, in = 200, out = 70;
+  const Tensor g = randn({rows, out}, rng, 1.0, DType::f16),
+               x = randn({rows, in}, rng, 1.0, DType::f16);
+  Tensor dw = empty({out, in}, DType::f32), db;
+  ASSERT_STREQ(linear_weight_grads.select(g, x, dw, db).name, "tiles_f16");
+  EXPECT_FALSE(linear_weight_grads(g, x, dw, db));
+  const std::vector<double> gv = g.to_vector(), xv = x.to_vector(), got = dw.to_vector();
+  int64_t wrong = 0;
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      float sum = 0.0f;
+      for (int64_t r = 0; r < rows; ++r) {
+        sum = std::fma(float(gv[size_t(r * out + o)]), float(xv[size_t(r * in + i)]), sum);
+      }
+      const double want = double(float(float16(sum)));
+      if (got[size_t(o * in + i)] != want && ++wrong <= 3) {
+        ADD_FAILURE() << "dw (" << o << ", " << i << "): " << got[size_t(o * in + i)] << ", want "
+                      << want;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 }  // namespace

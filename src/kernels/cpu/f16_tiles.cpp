@@ -7,8 +7,9 @@
 namespace mixp::kernels {
 
 bool f16_tiles_supported(const GemmShape& s) {
-  return s.batch == 1 && !s.trans_a && s.m >= 1 && s.m <= kF16TileMaxRows && s.k >= 1 &&
-         s.k <= 4096 && s.n >= 1;
+  const int64_t batch = s.trans_a ? s.k : s.m, other = s.trans_a ? s.m : s.k;
+  return s.batch == 1 && s.m >= 1 && s.k >= 1 && s.n >= 1 && batch <= kF16TileBatch &&
+         other <= 4096;
 }
 
 // Per thread: A widened and one panel of B.

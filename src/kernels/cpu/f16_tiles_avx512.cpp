@@ -72,12 +72,32 @@ void pack_panel(const GemmShape& s, const void* b, bool b_f32, int64_t j0, int64
   }
 }
 
-// A [m][k] f16, widened exactly into wide [m][k].
+// op(A) f16, widened exactly into wide [m][k]: A [m][k] as it is; A [k][m] (trans_a) 16 x 16
+// at a time, transposed in registers.
 void widen_a(const GemmShape& s, const uint16_t* a, float* wide) {
-  const int64_t total = s.m * s.k;
-  for (int64_t i = 0; i < total; i += 16) {
-    const __mmask16 m = first_lanes(total - i);
-    _mm512_mask_storeu_ps(wide + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)));
+  if (!s.trans_a) {
+    const int64_t total = s.m * s.k;
+    for (int64_t i = 0; i < total; i += 16) {
+      const __mmask16 m = first_lanes(total - i);
+      _mm512_mask_storeu_ps(wide + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, a + i)));
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < s.m; i0 += 16) {
+    const int64_t width = std::min<int64_t>(16, s.m - i0);
+    for (int64_t k0 = 0; k0 < s.k; k0 += 16) {
+      const int64_t depth = std::min<int64_t>(16, s.k - k0);
+      __m512 v[16];
+      for (int64_t t = 0; t < 16; ++t) {
+        v[t] = t < depth ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first_lanes(width),
+                                                                    a + (k0 + t) * s.m + i0))
+                         : _mm512_setzero_ps();
+      }
+      transpose16(v);  // v[r]: row i0 + r of op(A), terms k0 on
+      for (int64_t r = 0; r < width; ++r) {
+        _mm512_mask_storeu_ps(wide + (i0 + r) * s.k + k0, first_lanes(depth), v[r]);
+      }
+    }
   }
 }
 
@@ -89,11 +109,11 @@ struct Tile {
   const float* bias;  // the tile's first column's, or null
   void* c;            // the tile's first element of C, rows ldc apart
   int64_t ldc;
-  bool c_f16;
+  F16TileOut out;
 };
 
-// MR rows by 16 NR columns: the sums in registers over all of k, then plus the bias and rounded
-// into C, the last vector masked to the valid columns.
+// MR rows by 16 NR columns: the sums in registers over all of k, then plus the bias and stored
+// into C as t.out says, the last vector masked to the valid columns.
 template <int MR, int NR>
 void tile(const Tile& t) {
   __m512 acc[MR][NR];
@@ -122,12 +142,13 @@ void tile(const Tile& t) {
       const __mmask16 m = first_lanes(t.cols - 16 * q);
       const __m512 v =
           t.bias ? _mm512_add_ps(acc[r][q], _mm512_maskz_loadu_ps(m, t.bias + 16 * q)) : acc[r][q];
-      if (t.c_f16) {
+      if (t.out == F16TileOut::f16) {
         uint16_t* row = static_cast<uint16_t*>(t.c) + r * t.ldc + 16 * q;
         _mm256_mask_storeu_epi16(row, m,
                                  _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
       } else {
-        _mm512_mask_storeu_ps(static_cast<float*>(t.c) + r * t.ldc + 16 * q, m, v);
+        float* row = static_cast<float*>(t.c) + r * t.ldc + 16 * q;
+        _mm512_mask_storeu_ps(row, m, t.out == F16TileOut::f32 ? v : f16_value(v));
       }
     }
   }
@@ -153,7 +174,7 @@ TileFn tile_for(int64_t mr, int64_t nr) {
 
 // Every row of C by panel j.
 void run_panel(const GemmShape& s, const float* wide_a, const float* panel, int64_t j0,
-               int64_t cols, int64_t width, void* c, bool c_f16, const float* bias) {
+               int64_t cols, int64_t width, void* c, F16TileOut out, const float* bias) {
   Tile t{.a = nullptr,
          .panel = panel,
          .k = s.k,
@@ -162,13 +183,13 @@ void run_panel(const GemmShape& s, const float* wide_a, const float* panel, int6
          .bias = bias ? bias + j0 : nullptr,
          .c = nullptr,
          .ldc = s.n,
-         .c_f16 = c_f16};
+         .out = out};
   const TileFn full = tile_for(kRowTile, width / 16);
   for (int64_t i = 0; i < s.m; i += kRowTile) {
     const int64_t rows = std::min(kRowTile, s.m - i);
     t.a = wide_a + i * s.k;
-    t.c = c_f16 ? static_cast<void*>(static_cast<uint16_t*>(c) + i * s.n + j0)
-                : static_cast<void*>(static_cast<float*>(c) + i * s.n + j0);
+    t.c = out == F16TileOut::f16 ? static_cast<void*>(static_cast<uint16_t*>(c) + i * s.n + j0)
+                                 : static_cast<void*>(static_cast<float*>(c) + i * s.n + j0);
     (rows == kRowTile ? full : tile_for(rows, width / 16))(t);
   }
 }
@@ -176,8 +197,8 @@ void run_panel(const GemmShape& s, const float* wide_a, const float* panel, int6
 }  // namespace
 
 void matmul_f16_tiles(const GemmShape& s, const uint16_t* a, const void* b, DType b_dtype, void* c,
-                      DType c_dtype, const float* bias, void* workspace, int threads) {
-  const bool b_f32 = b_dtype == DType::f32, c_f16 = c_dtype == DType::f16;
+                      F16TileOut out, const float* bias, void* workspace, int threads) {
+  const bool b_f32 = b_dtype == DType::f32;
   const int64_t strips = (s.n + kPanel - 1) / kPanel;
   const int64_t per_thread = s.m * s.k + s.k * kPanel;
   // A region costs tens of microseconds on these machines; small products run on one thread.
@@ -193,7 +214,7 @@ void matmul_f16_tiles(const GemmShape& s, const uint16_t* a, const void* b, DTyp
       const int64_t j0 = j * kPanel, cols = std::min(kPanel, s.n - j0);
       const int64_t width = (cols + 15) / 16 * 16;
       pack_panel(s, b, b_f32, j0, cols, width, panel);
-      run_panel(s, wide_a, panel, j0, cols, width, c, c_f16, bias);
+      run_panel(s, wide_a, panel, j0, cols, width, c, out, bias);
     }
   }
 }

@@ -152,10 +152,10 @@ void pairs_bf16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tens
                     threads);
 }
 
-// An f16 a, with an f32 b (an autocast linear's weight) or an f16 one, up to kF16TileMaxRows
-// rows: mixp's fp32 tiles widen a and round b to f16's values as they pack them, where the
-// oneDNN candidate needs a pass over b first (about 9% of an mlp amp-fp16 step) and fp32 copies
-// of a and of the result.
+// An f16 a, with an f32 b (an autocast linear's weight) or an f16 one, a batch of up to
+// kF16TileBatch rows: mixp's fp32 tiles widen a and round b to f16's values as they pack them,
+// where the oneDNN candidate needs a pass over b first (about 9% of an mlp amp-fp16 step) and fp32
+// copies of a and of the result.
 bool f16_tiles_apply(const GemmShape& s, const Tensor& a, const Tensor& b, const Tensor&,
                      const Tensor& out) {
   return a.dtype() == DType::f16 && (b.dtype() == DType::f32 || b.dtype() == DType::f16) &&
@@ -168,10 +168,10 @@ void tiles_f16(const GemmShape& s, const Tensor& a, const Tensor& b, const Tenso
   const int threads = num_threads();
   Tensor space =
       empty(Shape{f16_tiles_workspace_bytes(s, threads)}, DType::u8, MemoryTag::workspace);
-  avx512::matmul_f16_tiles(s, static_cast<const uint16_t*>(a.raw_data()), b.raw_data(), b.dtype(),
-                           out.raw_data(), out.dtype(),
-                           wide_bias.defined() ? wide_bias.data<float>() : nullptr,
-                           space.data<uint8_t>(), threads);
+  avx512::matmul_f16_tiles(
+      s, static_cast<const uint16_t*>(a.raw_data()), b.raw_data(), b.dtype(), out.raw_data(),
+      out.dtype() == DType::f16 ? F16TileOut::f16 : F16TileOut::f32,
+      wide_bias.defined() ? wide_bias.data<float>() : nullptr, space.data<uint8_t>(), threads);
 }
 
 bool not_f64(const GemmShape&, const Tensor& a, const Tensor&, const Tensor&, const Tensor&) {

@@ -2,6 +2,7 @@
 #include "kernels/linear_grads.h"
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/gemm_product.h"
 #include "kernels/round_to_f16.h"
 #include "mixp/runtime.h"
@@ -55,6 +56,27 @@ bool f16_into_f32(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
   const GemmShape s{.m = dw.size(0), .n = dw.size(1), .k = g.size(0), .trans_a = true};
   gemm_product(s, g, x, Tensor(), dw);
   round_to_f16_values(dw, dw);
+  return false;
+}
+
+GemmShape weight_grad_shape(const Tensor& g, const Tensor& dw) {
+  return {.m = dw.size(0), .n = dw.size(1), .k = g.size(0), .trans_a = true};
+}
+
+bool tiles_f16_applies(const Tensor& g, const Tensor& x, const Tensor& dw, const Tensor& db) {
+  return f16_into_f32_applies(g, x, dw, db) && f16_tiles_supported(weight_grad_shape(g, dw));
+}
+
+// The fp32 tiles (kernels/f16_tiles.h) round each sum to f16's value as they store it into dw:
+// no pass over dw after the product, nor fp32 copies of g and x for it.
+bool tiles_f16(const Tensor& g, const Tensor& x, Tensor& dw, Tensor&) {
+  const GemmShape s = weight_grad_shape(g, dw);
+  const int threads = num_threads();
+  Tensor space =
+      empty(Shape{f16_tiles_workspace_bytes(s, threads)}, DType::u8, MemoryTag::workspace);
+  avx512::matmul_f16_tiles(s, static_cast<const uint16_t*>(g.raw_data()), x.raw_data(), DType::f16,
+                           dw.raw_data(), F16TileOut::f16_values_in_f32, nullptr,
+                           space.data<uint8_t>(), threads);
   return false;
 }
 
@@ -113,13 +135,14 @@ bool separate(const Tensor& g, const Tensor& x, const Tensor& w, Tensor& dx, Ten
 }  // namespace
 
 Kernel<LinearGradsFn> linear_grads(
-    "linear_grads", {{.name = "overlapped_bf16", .applies = overlapped_applies,
-                      .fn = overlapped_bf16},
-                     {.name = "separate", .fn = separate, .fallback = true}});
+    "linear_grads",
+    {{.name = "overlapped_bf16", .applies = overlapped_applies, .fn = overlapped_bf16},
+     {.name = "separate", .fn = separate, .fallback = true}});
 
 Kernel<LinearWeightGradsFn> linear_weight_grads(
     "linear_weight_grads",
     {{.name = "fused_bf16", .applies = fused_applies, .fn = fused_bf16},
+     {.name = "tiles_f16", .isa = Isa::avx512, .applies = tiles_f16_applies, .fn = tiles_f16},
      {.name = "f16_into_f32", .applies = f16_into_f32_applies, .fn = f16_into_f32},
      {.name = "unfused", .fn = unfused, .fallback = true}});
 
