@@ -7,6 +7,7 @@
 // rounded to bf16 in one pass, with the conversion's subnormal fix-up, and the packing that
 // sums a linear layer's output gradient for its bias.
 #include "kernels/cpu/bf16_round_avx512_bf16.h"
+#include "kernels/cpu/transpose16_avx512.h"
 #include "kernels/pair_gemm.h"
 
 // GCC 12 takes the _mm512_undefined pass-through operand inside some AVX-512 intrinsics
@@ -229,31 +230,13 @@ __m512i interleave_index(int first) {
   return _mm512_load_si512(idx);
 }
 
-// x[i] word j becomes x[j] word i.
+// x[i] word j becomes x[j] word i: the shared 16 x 16 transpose of 32-bit lanes, on the words'
+// bits (the shuffles move bits, whatever their type).
 void transpose16(__m512i x[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_i32x4(u[i], u[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_i32x4(u[i + 8], u[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 4; ++i) {
-    x[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-    x[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    x[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
-    x[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
-  }
+  __m512 v[16];
+  for (int i = 0; i < 16; ++i) v[i] = _mm512_castsi512_ps(x[i]);
+  avx512::transpose16(v);
+  for (int i = 0; i < 16; ++i) x[i] = _mm512_castps_si512(v[i]);
 }
 
 __mmask32 first_lanes32(int64_t count) {

@@ -1,5 +1,6 @@
-// A 16 x 16 transpose of fp32 values in zmm registers (64 shuffles), for the AVX-512 F files
-// that include it: the conv bias gradient's row sums and the f16 tiles' packing of a weight.
+// A 16 x 16 transpose of 32-bit lanes (fp32 values, or any bits: the shuffles only move them) in
+// zmm registers, for the AVX-512 files that include it: the conv bias gradient's row sums, the
+// f16 tiles' packings and the bf16 pair tiles' packings by pairs of words.
 // Internal linkage: each including file compiles its own copy for its own ISA.
 #pragma once
 
