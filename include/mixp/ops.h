@@ -122,6 +122,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
 ///   Tensor h = ops::layer_norm(x, w, b, 1e-5, DType::bf16);  // the input of a bf16 linear
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                   std::optional<DType> out_dtype = std::nullopt);
+/// What add_layer_norm returns: the sum and its layer norm.
+struct SumAndNorm {
+  Tensor sum, normalized;
+};
+/// sum = add(a, b) and normalized = layer_norm(sum, weight, bias, eps, out_dtype): the same
+/// values and gradients, bit for bit, as the two ops, in one pass over the rows each way where
+/// the sum is fp32 (a and b fp32, or under autocast one fp32 and one bf16 or f16 of one shape):
+/// a transformer's residual add and the layer norm that reads it. Backward then adds the
+/// gradients of the two results in the same pass and rounds the sum's gradient once for a
+/// narrow input.
+///   auto [h, hn] = ops::add_layer_norm(x, attn_out, ln_w, ln_b, 1e-5, DType::bf16);
+SumAndNorm add_layer_norm(const Tensor& a, const Tensor& b, const Tensor& weight,
+                          const Tensor& bias, double eps = 1e-5,
+                          std::optional<DType> out_dtype = std::nullopt);
 /// (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c] per channel c of x [N, C, ...]
 /// (NCHW, or [N, C]), the statistics taken over N and the spatial dimensions. weight and bias
 /// are [C] or undefined, as for layer_norm. running_mean and running_var are f32 [C], or both

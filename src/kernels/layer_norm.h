@@ -27,4 +27,8 @@ using LayerNormBackwardFn = void(const Tensor& x, const Tensor& g, const Tensor&
                                  Tensor& dweight, Tensor& dbias);
 extern Kernel<LayerNormBackwardFn> layer_norm_backward;
 
+/// The rows per chunk of the fast backward: each chunk sums its own dweight and dbias partials,
+/// added in chunk order. Shared with add_layer_norm_backward, whose sums must be the same bits.
+int64_t layer_norm_backward_grain(int64_t rows, int64_t n);
+
 }  // namespace mixp::kernels

@@ -232,9 +232,18 @@ class GptModel : public LanguageModelBase {
     check_tokens("gpt", x);
     const int64_t t = x.size(1);
     Tensor h = drop_->forward(ops::add(wte_->forward(x), wpe_->forward(arange(t, DType::i64))));
-    for (const auto& block : blocks_) h = block->forward(h);
+    // Each residual add is fused with the layer norm after it (ln_2, the next block's ln_1,
+    // ln_f): the same values as the blocks' forward() then ln_f, in fewer passes.
+    ops::SumAndNorm stream{.sum = h,
+                           .normalized = blocks_.empty()
+                                             ? ln_f_->forward_for_linear(h)
+                                             : blocks_.front()->ln_1().forward_for_linear(h)};
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      LayerNorm& next = i + 1 < blocks_.size() ? blocks_[i + 1]->ln_1() : *ln_f_;
+      stream = blocks_[i]->forward_fused(stream.sum, stream.normalized, next);
+    }
     // lm_head is tied: the token embedding, without a bias.
-    return ops::linear(ln_f_->forward_for_linear(h), wte_->weight());
+    return ops::linear(stream.normalized, wte_->weight());
   }
 
  protected:

@@ -181,6 +181,12 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   return ops::add(h, mlp_->forward(ln_2_->forward_for_linear(h)));
 }
 
+ops::SumAndNorm TransformerBlock::forward_fused(const Tensor& x, const Tensor& x_normalized,
+                                                LayerNorm& next_norm) {
+  const ops::SumAndNorm h = ln_2_->add_forward_for_linear(x, attn_->forward(x_normalized));
+  return next_norm.add_forward_for_linear(h.sum, mlp_->forward(h.normalized));
+}
+
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache& cache) {
   NoGradGuard no_grad;
   const Tensor h = ops::add(x, attn_->forward_cached(ln_1_->forward_for_linear(x), cache));

@@ -179,6 +179,28 @@ void add_product_and_loss_cases(std::vector<OpCase>& cases) {
                    28});
 }
 
+// add_layer_norm: both results, summed so that both gradients flow (the sum's and the
+// normalized one's, added in one pass in the fused backward).
+void add_residual_norm_cases(std::vector<OpCase>& cases) {
+  auto add_layer_norm = [](const V& v, const Tensor& w, const Tensor& b) {
+    const ops::SumAndNorm r = ops::add_layer_norm(v[0], v[1], w, b);
+    return ops::add(r.normalized, r.sum);
+  };
+  cases.push_back({"add_layer_norm/affine",
+                   {{{4, 7}, any}, {{4, 7}, any}, {{7}, any}, {{7}, any}},
+                   [add_layer_norm](const V& v) { return add_layer_norm(v, v[2], v[3]); },
+                   7});
+  cases.push_back({"add_layer_norm/plain_3d",
+                   {{{2, 3, 16}, any}, {{2, 3, 16}, any}},
+                   [add_layer_norm](const V& v) { return add_layer_norm(v, Tensor(), Tensor()); },
+                   16});
+  cases.push_back({"add_layer_norm/chunks",
+                   {{{700, 16}, any}, {{700, 16}, any}, {{16}, any}, {{16}, any}},
+                   [add_layer_norm](const V& v) { return add_layer_norm(v, v[2], v[3]); },
+                   700,
+                   false});
+}
+
 // The cases of layer and batch norms, alone and fused with ReLU and pooling.
 void add_norm_cases(std::vector<OpCase>& cases) {
   // layer_norm: each output sums over its row (C terms), dweight and dbias over the rows.
@@ -515,6 +537,7 @@ std::vector<OpCase> all_op_cases() {
   add_reduction_cases(cases);
   add_product_and_loss_cases(cases);
   add_norm_cases(cases);
+  add_residual_norm_cases(cases);
   add_shape_cases(cases);
   add_attention_cases(cases);
   add_conv_and_pool_cases(cases);

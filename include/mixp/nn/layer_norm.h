@@ -12,6 +12,7 @@
 #pragma once
 
 #include "mixp/nn/module.h"
+#include "mixp/ops.h"
 
 namespace mixp::nn {
 
@@ -34,6 +35,12 @@ class LayerNorm : public UnaryModule {
   /// directly. The linear would cast the fp32 result to that dtype anyway: the same values,
   /// without the fp32 copy in forward or its widened gradient in backward. Otherwise forward(x).
   Tensor forward_for_linear(const Tensor& x);
+  /// A residual add and this layer norm of its sum, for a linear layer to read: {a + b,
+  /// forward_for_linear(a + b)}, the same values and gradients, bit for bit, as ops::add then
+  /// forward_for_linear, by ops::add_layer_norm (one pass over the rows each way). The hooks
+  /// see the normalized result, as forward's do.
+  ///   auto [h, hn] = ln_2.add_forward_for_linear(x, attn.forward(xn));
+  ops::SumAndNorm add_forward_for_linear(const Tensor& a, const Tensor& b);
   void reset();
 
   const LayerNormOptions& options() const { return options_; }

@@ -129,6 +129,15 @@ class TransformerBlock : public UnaryModule {
   /// forward() of new positions after those `cache` holds (CausalSelfAttention::forward_cached),
   /// without dropout.
   Tensor forward_cached(const Tensor& x, KVCache& cache);
+  /// forward() with each residual add fused with the layer norm that reads its sum
+  /// (LayerNorm::add_forward_for_linear): ln_2 after the first, and `next_norm` (the next
+  /// block's ln_1, or the model's final layer norm) after the last. Takes x and
+  /// ln_1().forward_for_linear(x); returns the block's result and next_norm's of it, the same
+  /// values and gradients as forward() then next_norm.forward_for_linear().
+  ///   ops::SumAndNorm s{.sum = x, .normalized = b0.ln_1().forward_for_linear(x)};
+  ///   s = b0.forward_fused(s.sum, s.normalized, b1.ln_1());
+  ops::SumAndNorm forward_fused(const Tensor& x, const Tensor& x_normalized, LayerNorm& next_norm);
+  LayerNorm& ln_1() { return *ln_1_; }
 
  protected:
   std::string type_name() const override { return "Block"; }

@@ -148,7 +148,7 @@ void backward_fast(const T* x, const G* g, const Compute<T>* mean, const Compute
   const C* wp = w.empty() ? nullptr : w.data();
   // Fixed chunks of rows, each with its own dweight/dbias partials, added in chunk order: the
   // result does not depend on the thread count.
-  const int64_t grain = std::max((r.rows + 63) / 64, std::max<int64_t>(1, 4 * kBlock / n));
+  const int64_t grain = layer_norm_backward_grain(r.rows, n);
   const int64_t chunks = (r.rows + grain - 1) / grain;
   std::vector<C> part_w(static_cast<size_t>(chunks * n), C(0)),
       part_b(static_cast<size_t>(chunks * n), C(0));
@@ -274,6 +274,10 @@ void layer_norm_backward_cpu(const Tensor& x, const Tensor& g, const Tensor& wei
 }
 
 }  // namespace
+
+int64_t layer_norm_backward_grain(int64_t rows, int64_t n) {
+  return std::max((rows + 63) / 64, std::max<int64_t>(1, 4 * kBlock / n));
+}
 
 Kernel<LayerNormFn> layer_norm("layer_norm",
                                {{.name = "openmp", .fn = layer_norm_cpu<false>},
