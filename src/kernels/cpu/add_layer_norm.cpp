@@ -32,7 +32,7 @@ bool rows_apply(const Tensor& a, const Tensor& b, const Tensor&, const Tensor&, 
   return operands && sum.dtype() == DType::f32 && (y.dtype() == DType::f32 || is_narrow(y.dtype()));
 }
 
-// Row x of an fp32, bf16 or f16 operand as fp32: x itself, or widened exactly into `buffer`.
+// n values of an fp32, bf16 or f16 operand as fp32: x itself, or widened exactly into `buffer`.
 template <typename T>
 const float* as_f32(const T* x, int64_t n, float* buffer) {
   if constexpr (std::is_same_v<T, float>) {
@@ -43,10 +43,10 @@ const float* as_f32(const T* x, int64_t n, float* buffer) {
   }
 }
 
-// out[0, n) = a + b in fp32, a narrow operand widened first: add_forward's sums, in its order
-// (which decides the payload of a NaN sum of two NaNs).
+// out[0, n) = a + b in fp32, a narrow operand widened first (into `buffer`, n floats):
+// add_forward's sums, in its order (which decides the payload of a NaN sum of two NaNs).
 template <typename A, typename B>
-void add_row(const A* a, const B* b, int64_t n, float* buffer, float* out) {
+void add_values(const A* a, const B* b, int64_t n, float* buffer, float* out) {
   const float* x = as_f32(a, n, buffer);
   const float* y = as_f32(b, n, buffer);  // at most one of them is narrow
   for (int64_t j = 0; j < n; ++j) out[j] = x[j] + y[j];
@@ -74,10 +74,13 @@ void forward_rows(const A* a, const B* b, int64_t rows, int64_t n, const std::ve
   const float* wp = w.empty() ? nullptr : w.data();
   const float* bp = shift.empty() ? nullptr : shift.data();
   parallel_for(rows, std::max<int64_t>(1, 4 * kBlock / n), [&](int64_t begin, int64_t end) {
-    std::vector<float> widened(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+    // The chunk's sums at once (about 4K values, in L1), which the rows then normalize: one
+    // conversion call per chunk rather than per row.
+    const int64_t values = (end - begin) * n;
+    std::vector<float> widened(static_cast<size_t>(values)), v(static_cast<size_t>(n));
+    add_values(a + begin * n, b + begin * n, values, widened.data(), sum + begin * n);
     for (int64_t row = begin; row < end; ++row) {
-      float* s = sum + row * n;
-      add_row(a + row * n, b + row * n, n, widened.data(), s);
+      const float* s = sum + row * n;
       const NormStats stats = normalize_row(s, n, wp, bp, eps, v.data(), y + row * n);
       mean[row] = stats.mean;
       rstd[row] = stats.rstd;
@@ -171,7 +174,10 @@ void backward_rows(const BackwardRows& r, const G* g_y, N* ds_narrow, std::vecto
                         {.xhat = xh.data(), .gw = gw.data(), .pw = pw, .pb = pb, .dx = d});
       const float* other = r.g_sum + row * n;
       for (int64_t j = 0; j < n; ++j) d[j] += other[j];
-      if (ds_narrow != nullptr) narrow(d, n, ds_narrow + row * n);
+    }
+    // The chunk's rows at once (in L1), one conversion call per chunk.
+    if (ds_narrow != nullptr) {
+      narrow(r.ds + begin * n, (end - begin) * n, ds_narrow + begin * n);
     }
   });
   for (int64_t c = 0; c < chunks; ++c) {
