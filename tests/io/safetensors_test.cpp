@@ -15,6 +15,7 @@
 
 #include "mixp/error.h"
 #include "mixp/random.h"
+#include "support/same_bits.h"
 
 namespace mixp {
 namespace {
@@ -30,10 +31,7 @@ Tensor random_bits(const Shape& shape, DType dtype, uint64_t seed) {
   return from_buffer(bytes.data(), shape, dtype);
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) return false;
-  return a.nbytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using test::same_bits;
 
 // A file of `header` (as given, unpadded) followed by `data_bytes` zero bytes.
 std::vector<uint8_t> file_of(const std::string& header, size_t data_bytes,

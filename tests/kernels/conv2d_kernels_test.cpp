@@ -13,6 +13,7 @@
 #include "mixp/ops.h"
 #include "mixp/random.h"
 #include "mixp/runtime.h"
+#include "support/same_bits.h"
 
 namespace mixp::kernels {
 namespace {
@@ -32,10 +33,7 @@ ConvShape conv_shape(const ConvCase& c) {
   return s;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), size_t(a.numel()) * size_of(a.dtype())) == 0;
-}
+using test::same_bits;
 
 struct Backward {
   Tensor dx, dw;

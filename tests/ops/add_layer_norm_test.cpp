@@ -23,16 +23,12 @@
 #include "mixp/ops.h"
 #include "mixp/random.h"
 #include "mixp/runtime.h"
+#include "support/same_bits.h"
 
 namespace mixp {
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
-  return std::memcmp(a.raw_data(), b.raw_data(),
-                     size_t(a.numel()) * size_t(traits(a.dtype()).size)) == 0;
-}
+using test::same_bits;
 
 // Which results' gradients the backward starts from.
 enum class Roots { both, sum_only, normalized_only };

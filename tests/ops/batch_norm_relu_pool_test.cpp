@@ -26,17 +26,13 @@
 #include "mixp/ops.h"
 #include "mixp/random.h"
 #include "mixp/runtime.h"
+#include "support/same_bits.h"
 #include "support/tolerance.h"
 
 namespace mixp {
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  if (!(a.shape() == b.shape()) || a.dtype() != b.dtype()) return false;
-  return std::memcmp(a.raw_data(), b.raw_data(),
-                     size_t(a.numel()) * size_t(traits(a.dtype()).size)) == 0;
-}
+using test::same_bits;
 
 Shape pooled(const Shape& x) { return Shape{x[0], x[1], x[2] / 2, x[3] / 2}; }
 
