@@ -49,4 +49,23 @@ std::vector<Acc> values_as(const Tensor& t) {
   return out;
 }
 
+/// `values` into `t`, each rounded once to its dtype; nothing when `t` is undefined.
+template <typename Acc>
+void store_values(const std::vector<Acc>& values, Tensor& t) {
+  if (!t.defined()) return;
+  for (size_t i = 0; i < values.size(); ++i)
+    store_element(t.raw_data(), t.dtype(), int64_t(i), double(values[i]));
+}
+
+/// sum[j] += parts[c n + j] for each of `chunks` rows of n partial sums, in chunk order: the
+/// per-chunk partials of a parallel reduction, added so that the result does not depend on the
+/// thread count.
+template <typename Acc>
+void add_chunk_partials(const std::vector<Acc>& parts, int64_t chunks, int64_t n,
+                        std::vector<Acc>& sum) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t j = 0; j < n; ++j) sum[size_t(j)] += parts[size_t(c * n + j)];
+  }
+}
+
 }  // namespace mixp::kernels

@@ -77,7 +77,9 @@ void forward_rows(const A* a, const B* b, int64_t rows, int64_t n, const std::ve
     // The chunk's sums at once (about 4K values, in L1), which the rows then normalize: one
     // conversion call per chunk rather than per row.
     const int64_t values = (end - begin) * n;
-    std::vector<float> widened(static_cast<size_t>(values)), v(static_cast<size_t>(n));
+    constexpr bool kWidens = !std::is_same_v<A, float> || !std::is_same_v<B, float>;
+    std::vector<float> widened(kWidens ? static_cast<size_t>(values) : 0),
+        v(static_cast<size_t>(n));
     add_values(a + begin * n, b + begin * n, values, widened.data(), sum + begin * n);
     for (int64_t row = begin; row < end; ++row) {
       const float* s = sum + row * n;
@@ -180,19 +182,8 @@ void backward_rows(const BackwardRows& r, const G* g_y, N* ds_narrow, std::vecto
       narrow(r.ds + begin * n, (end - begin) * n, ds_narrow + begin * n);
     }
   });
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t j = 0; j < n; ++j) {
-      dweight[size_t(j)] += part_w[size_t(c * n + j)];
-      dbias[size_t(j)] += part_b[size_t(c * n + j)];
-    }
-  }
-}
-
-// `values` into `t`, each rounded once to its dtype; nothing when `t` is undefined.
-void store_sums(const std::vector<float>& values, Tensor& t) {
-  if (!t.defined()) return;
-  for (size_t i = 0; i < values.size(); ++i)
-    store_element(t.raw_data(), t.dtype(), int64_t(i), double(values[i]));
+  add_chunk_partials(part_w, chunks, n, dweight);
+  add_chunk_partials(part_b, chunks, n, dbias);
 }
 
 void add_layer_norm_backward_rows(const Tensor& sum, const Tensor& g_y, const Tensor& g_sum,
@@ -220,8 +211,8 @@ void add_layer_norm_backward_rows(const Tensor& sum, const Tensor& g_y, const Te
       }
     });
   });
-  store_sums(sum_w, dweight);
-  store_sums(sum_b, dbias);
+  store_values(sum_w, dweight);
+  store_values(sum_b, dbias);
 }
 
 void add_layer_norm_backward_composed(const Tensor& sum, const Tensor& g_y, const Tensor& g_sum,

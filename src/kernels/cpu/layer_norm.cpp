@@ -16,14 +16,6 @@
 namespace mixp::kernels {
 namespace {
 
-/// `values` into `t`, each rounded once to its dtype; nothing when `t` is undefined.
-template <typename Acc>
-void store_values(const std::vector<Acc>& values, Tensor& t) {
-  if (!t.defined()) return;
-  for (size_t i = 0; i < values.size(); ++i)
-    store_element(t.raw_data(), t.dtype(), int64_t(i), double(values[i]));
-}
-
 struct Rows {
   int64_t rows, n;  // x viewed as [rows, n]
 };
@@ -185,12 +177,8 @@ void backward_fast(const T* x, const G* g, const Compute<T>* mean, const Compute
       }
     }
   });
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int64_t j = 0; j < n; ++j) {
-      out.dweight[size_t(j)] += part_w[size_t(c * n + j)];
-      out.dbias[size_t(j)] += part_b[size_t(c * n + j)];
-    }
-  }
+  add_chunk_partials(part_w, chunks, n, out.dweight);
+  add_chunk_partials(part_b, chunks, n, out.dbias);
 }
 
 template <typename T, typename G>
