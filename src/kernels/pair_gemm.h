@@ -101,6 +101,23 @@ void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
 /// score gradient dS rounded for its products, as score_grad_f32 then f32_to_bf16 would.
 void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
                         uint16_t* out);
+/// Rows r < rows of s (ld apart: the unscaled scores of attention) each with n_r = first_n +
+/// r n_step values: softmax(scale s) as kernels/attention_rows.h's softmax_row computes it (the
+/// max, the exponentials of scale s - max scale and their sum, the quotients), each quotient
+/// rounded once to bf16 into row r of out (out_ld apart), zeros from n_r to extent; lse[r] = max
+/// scale + log(sum). The exponentials are left in s.
+void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                          float scale, uint16_t* out, int64_t out_ld, int64_t extent, float* lse);
+/// Rows r < rows of s (ld apart: the unscaled scores of attention) each with n_r = first_n +
+/// r n_step values: exp(scale s - lse[r]) in place, as kernels/attention_rows.h's
+/// probabilities_row computes it, then zeros from n_r to extent.
+void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                        float scale, const float* lse, int64_t extent);
+/// Rows as above of P (p) and dP (dp), both ld apart: score_grad_to_bf16 of each row with dot
+/// its dot_f32(p, dp, n_r), into row r of out (out_ld apart), zeros from n_r to extent.
+void score_grad_rows_to_bf16(const float* p, const float* dp, int64_t ld, int64_t rows,
+                             int64_t first_n, int64_t n_step, float scale, uint16_t* out,
+                             int64_t out_ld, int64_t extent);
 }  // namespace ref
 
 namespace avx512_bf16 {
@@ -121,6 +138,13 @@ void round_to_bf16_widened(const float* x, int64_t n, float* out);
 void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
 void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
                         uint16_t* out);
+void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                          float scale, uint16_t* out, int64_t out_ld, int64_t extent, float* lse);
+void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                        float scale, const float* lse, int64_t extent);
+void score_grad_rows_to_bf16(const float* p, const float* dp, int64_t ld, int64_t rows,
+                             int64_t first_n, int64_t n_step, float scale, uint16_t* out,
+                             int64_t out_ld, int64_t extent);
 }  // namespace avx512_bf16
 
 }  // namespace mixp::kernels

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "kernels/pair_gemm.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/cpu.h"
 #include "mixp/float_types.h"
 #include "mixp/random.h"
@@ -349,6 +351,118 @@ TEST(PairGemm, RowsRoundedToBf16AreTheFormulasRoundedOnce) {
         ASSERT_EQ(scalar[i], bfloat16(grad).bits) << x[i] << ", " << y[i];
       }
     }
+  }
+}
+
+// The attention's row groups, one case: `rows` rows of scores (ld apart) with first_n + r n_step
+// visible values each, scaled by 1/8. Scores up to about 50 in magnitude make exponentials that
+// underflow to subnormals and zero, and quotients that round to bf16 subnormals.
+struct RowGroupCase {
+  int64_t rows, first_n, n_step;
+  int64_t longest() const { return first_n + (rows - 1) * n_step; }
+  int64_t extent() const { return longest() + 5; }
+  int64_t ld() const { return extent() + 11; }
+  int64_t n(int64_t r) const { return first_n + r * n_step; }
+};
+
+std::vector<RowGroupCase> row_group_cases() {
+  std::vector<RowGroupCase> cases;
+  for (int64_t rows : {1, 2, 3, 4, 5, 7, 9, 13}) {
+    for (int64_t first_n : {1, 15, 16, 17, 31, 33, 64, 100}) {
+      for (int64_t n_step : {0, 1}) cases.push_back({rows, first_n, n_step});
+    }
+  }
+  return cases;
+}
+
+std::vector<float> random_scores(size_t n, Philox& rng) {
+  std::vector<float> x(n);
+  for (float& v : x) v = float(12.0 * rng.normal());
+  return x;
+}
+
+bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// softmax_rows_to_bf16 is each row's max, exponentials and sum, and quotients, as the AVX-512
+// row functions compute them one row at a time: the groups, the scalar version and the rows one
+// at a time give the same bits in the bf16 probabilities (with their zero tails), the
+// exponentials left in the scores and the log-sum-exps.
+TEST(PairGemm, SoftmaxRowGroupsAreTheRowsOneAtATime) {
+  require_bf16_units();
+  Philox rng(PhiloxState{21, 0, 0});
+  const float scale = 0.125f;
+  for (const RowGroupCase& c : row_group_cases()) {
+    const std::vector<float> scores = random_scores(size_t(c.rows * c.ld()), rng);
+    std::vector<float> s_fast = scores, s_ref = scores, s_row = scores;
+    std::vector<uint16_t> out_fast(scores.size(), 7), out_ref = out_fast, out_row = out_fast;
+    std::vector<float> lse_fast(size_t(c.rows)), lse_ref = lse_fast, lse_row = lse_fast;
+    kernels::avx512_bf16::softmax_rows_to_bf16(s_fast.data(), c.ld(), c.rows, c.first_n, c.n_step,
+                                               scale, out_fast.data(), c.ld(), c.extent(),
+                                               lse_fast.data());
+    kernels::ref::softmax_rows_to_bf16(s_ref.data(), c.ld(), c.rows, c.first_n, c.n_step, scale,
+                                       out_ref.data(), c.ld(), c.extent(), lse_ref.data());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float* row = s_row.data() + r * c.ld();
+      uint16_t* out = out_row.data() + r * c.ld();
+      const float shift = kernels::avx512::max_f32(row, c.n(r)) * scale;
+      const float total = kernels::avx512::scale_shift_exp_sum_f32(row, row, c.n(r), scale, shift);
+      kernels::avx512_bf16::divide_to_bf16(row, c.n(r), total, out);
+      std::fill(out + c.n(r), out + c.extent(), uint16_t(0));
+      lse_row[size_t(r)] = shift + std::log(total);
+    }
+    const std::string where = "rows " + std::to_string(c.rows) + ", first_n " +
+                              std::to_string(c.first_n) + ", n_step " + std::to_string(c.n_step);
+    ASSERT_EQ(out_row, out_ref) << where;
+    ASSERT_EQ(out_fast, out_ref) << where;
+    ASSERT_TRUE(same_floats(s_fast, s_row) && same_floats(s_ref, s_row)) << where;
+    ASSERT_TRUE(same_floats(lse_fast, lse_row) && same_floats(lse_ref, lse_row)) << where;
+  }
+}
+
+// probabilities_rows and score_grad_rows_to_bf16 likewise: the exponentials from the saved
+// log-sum-exps (zeros after each row's values, up to the extent), and dS rounded to bf16 from P,
+// dP and each row's dot product.
+TEST(PairGemm, BackwardRowGroupsAreTheRowsOneAtATime) {
+  require_bf16_units();
+  Philox rng(PhiloxState{22, 0, 0});
+  const float scale = 0.125f;
+  for (const RowGroupCase& c : row_group_cases()) {
+    const std::vector<float> scores = random_scores(size_t(c.rows * c.ld()), rng);
+    std::vector<float> lse(size_t(c.rows));
+    for (float& v : lse) v = float(3.0 * rng.normal());
+    std::vector<float> p_fast = scores, p_ref = scores, p_row = scores;
+    kernels::avx512_bf16::probabilities_rows(p_fast.data(), c.ld(), c.rows, c.first_n, c.n_step,
+                                             scale, lse.data(), c.extent());
+    kernels::ref::probabilities_rows(p_ref.data(), c.ld(), c.rows, c.first_n, c.n_step, scale,
+                                     lse.data(), c.extent());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      float* row = p_row.data() + r * c.ld();
+      kernels::avx512::scale_shift_exp_f32(row, row, c.n(r), scale, lse[size_t(r)]);
+      std::fill(row + c.n(r), row + c.extent(), 0.0f);
+    }
+    const std::string where = "rows " + std::to_string(c.rows) + ", first_n " +
+                              std::to_string(c.first_n) + ", n_step " + std::to_string(c.n_step);
+    ASSERT_TRUE(same_floats(p_fast, p_row) && same_floats(p_ref, p_row)) << where;
+
+    const std::vector<float> dp = random_scores(scores.size(), rng);
+    std::vector<uint16_t> ds_fast(scores.size(), 7), ds_ref = ds_fast, ds_row = ds_fast;
+    kernels::avx512_bf16::score_grad_rows_to_bf16(p_row.data(), dp.data(), c.ld(), c.rows,
+                                                  c.first_n, c.n_step, scale, ds_fast.data(),
+                                                  c.ld(), c.extent());
+    kernels::ref::score_grad_rows_to_bf16(p_row.data(), dp.data(), c.ld(), c.rows, c.first_n,
+                                          c.n_step, scale, ds_ref.data(), c.ld(), c.extent());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const float* p = p_row.data() + r * c.ld();
+      const float* g = dp.data() + r * c.ld();
+      uint16_t* out = ds_row.data() + r * c.ld();
+      const float dot = kernels::avx512::dot_f32(p, g, c.n(r));
+      kernels::avx512_bf16::score_grad_to_bf16(p, g, c.n(r), dot, scale, out);
+      std::fill(out + c.n(r), out + c.extent(), uint16_t(0));
+    }
+    ASSERT_EQ(ds_row, ds_ref) << where;
+    ASSERT_EQ(ds_fast, ds_ref) << where;
   }
 }
 

@@ -136,28 +136,6 @@ void keys_accumulate(const Dims& d, const Layout& l, const Block& b, const uint1
                   .first_term = d.causal ? b.i0 : -1});
 }
 
-// Row r of a block's bf16 operand (P or dS): write(r, n, row) fills its n visible keys, and
-// zeros follow up to `extent`.
-template <typename Write>
-void bf16_rows(const Dims& d, const Layout& l, const Block& b, uint16_t* out, int64_t extent,
-               Write write) {
-  for (int64_t r = 0; r < b.rows(); ++r) {
-    const int64_t n = d.visible(b.i0 + r);
-    uint16_t* row = out + r * l.width;
-    write(r, n, row);
-    std::fill(row + n, row + extent, uint16_t(0));
-  }
-}
-
-// softmax_row's arithmetic for the forward, where only the bf16 probabilities are needed: the
-// division and the rounding in one pass, into out. Returns the row's log-sum-exp.
-float softmax_row_to_bf16(float* row, int64_t n, float scale, uint16_t* out) {
-  const float m = kernels::max_f32(row, n) * scale;
-  const float total = kernels::scale_shift_exp_sum_f32(row, row, n, scale, m);
-  isa::divide_to_bf16(row, n, total, out);
-  return m + std::log(total);
-}
-
 // One thread's buffers, carved from one workspace tensor per call (so that the memory report
 // counts them: about 0.7 MiB a thread for gpt's T = 256), each 64-byte aligned.
 struct Scratch {
@@ -226,9 +204,8 @@ void tiled_bf16_forward(const Dims& d, const bfloat16* q, const bfloat16* k, con
       for (int64_t i0 = 0; i0 < d.t; i0 += kBlockRows) {
         const Block b = block_at(d, i0);
         block_scores(d, l, b, q + at, ld, kt, s);
-        bf16_rows(d, l, b, p16, round_up(b.keys, 2), [&](int64_t r, int64_t n, uint16_t* row) {
-          lse[pair * d.t + b.i0 + r] = softmax_row_to_bf16(s + r * l.width, n, scale, row);
-        });
+        isa::softmax_rows_to_bf16(s, l.width, b.rows(), d.visible(b.i0), d.causal ? 1 : 0, scale,
+                                  p16, l.width, round_up(b.keys, 2), lse + pair * d.t + b.i0);
         block_times_keys(d, l, b, p16, vp, out + out_rows.at(pair), out_rows.row_stride);
       }
     }
@@ -260,24 +237,18 @@ void tiled_bf16_backward(const Dims& d, const bfloat16* q, const bfloat16* k, co
         const Block b = block_at(d, i0);
         const int64_t extent = round_up(b.keys, 2);
         block_scores(d, l, b, q + at, ld, kt, s);
-        for (int64_t r = 0; r < b.rows(); ++r) {
-          const int64_t i = b.i0 + r;
-          probabilities_row<float>(s + r * l.width, d.visible(i), scale, lse[pair * d.t + i]);
-        }
-        if (dv != nullptr) {  // dV += P^T dO
-          bf16_rows(d, l, b, p16, extent,
-                    [&](int64_t r, int64_t n, uint16_t* row) { narrow(s + r * l.width, n, row); });
-          isa::pack_row_pairs(p16, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
+        isa::probabilities_rows(s, l.width, b.rows(), d.visible(b.i0), d.causal ? 1 : 0, scale,
+                                lse + pair * d.t + b.i0, extent);
+        if (dv != nullptr) {  // dV += P^T dO, P rounded to bf16 as it is packed
+          isa::pack_row_pairs_f32(s, l.width, b.rows(), b.keys, a_pairs, 2 * l.width);
           isa::pack_row_pairs(bits(gp + b.i0 * g_ld), g_ld, b.rows(), d.dh, y_pairs, 2 * d.dh);
           keys_accumulate(d, l, b, a_pairs, y_pairs, dv_acc);
         }
         if (!scores_grad) continue;
         block_scores(d, l, b, gp, g_ld, vt, dp);  // dP = dO V^T
         // dS from the unrounded P, in bf16 (score_grad_row's arithmetic, rounded as it goes).
-        bf16_rows(d, l, b, p16, extent, [&](int64_t r, int64_t n, uint16_t* row) {
-          const float *p = s + r * l.width, *p_grad = dp + r * l.width;
-          isa::score_grad_to_bf16(p, p_grad, n, kernels::dot_f32(p, p_grad, n), scale, row);
-        });
+        isa::score_grad_rows_to_bf16(s, dp, l.width, b.rows(), d.visible(b.i0), d.causal ? 1 : 0,
+                                     scale, p16, l.width, extent);
         if (dq != nullptr) {  // dQ = dS K
           block_times_keys(d, l, b, p16, kp, dq + at, ld);
         }

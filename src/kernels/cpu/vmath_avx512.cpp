@@ -8,21 +8,9 @@
 #include "kernels/vmath_isa.h"
 
 namespace mixp::kernels::avx512 {
-namespace {
 
 using namespace vmath;
 using namespace lanes;
-
-// The same folding for max_f32, `hi > lo ? hi : lo` each time: vmaxps returns its second
-// operand on ties and NaN.
-static float fold_max(__m512 v) {
-  const __m256 s8 = _mm256_max_ps(_mm512_extractf32x8_ps(v, 1), _mm512_extractf32x8_ps(v, 0));
-  const __m128 s4 = _mm_max_ps(_mm256_extractf128_ps(s8, 1), _mm256_extractf128_ps(s8, 0));
-  const __m128 s2 = _mm_max_ps(_mm_movehl_ps(s4, s4), s4);
-  return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(s2, s2, 1), s2));
-}
-
-}  // namespace
 
 // The missing lanes of a tail add +0 (or a product of zeros), which changes no lane: x + +0 = x
 // for every x but -0, and a lane, starting at +0, is never -0 under round-to-nearest.

@@ -72,6 +72,15 @@ inline float fold_sum(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+// The largest lane as max_f32 folds it, `hi > lo ? hi : lo` each time: vmaxps returns its second
+// operand on ties and NaN.
+inline float fold_max(__m512 v) {
+  const __m256 s8 = _mm256_max_ps(_mm512_extractf32x8_ps(v, 1), _mm512_extractf32x8_ps(v, 0));
+  const __m128 s4 = _mm_max_ps(_mm256_extractf128_ps(s8, 1), _mm256_extractf128_ps(s8, 0));
+  const __m128 s2 = _mm_max_ps(_mm_movehl_ps(s4, s4), s4);
+  return _mm_cvtss_f32(_mm_max_ss(_mm_shuffle_ps(s2, s2, 1), s2));
+}
+
 // The first `rest` (0 < rest < 16) of 16 lanes.
 inline __mmask16 tail_mask(int64_t rest) { return __mmask16((1u << rest) - 1); }
 

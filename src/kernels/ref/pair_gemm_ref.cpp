@@ -1,9 +1,11 @@
 // Scalar versions of the pair products and packings of kernels/pair_gemm.h, for the tests that
 // hold the AVX-512 BF16 ones to them. Each lane's two products are exact in fp32 (bf16 has 8
 // significant bits) and are added to the sum one at a time.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/pair_gemm.h"
+#include "kernels/vmath_isa.h"
 #include "mixp/float_types.h"
 
 namespace mixp::kernels::ref {
@@ -122,6 +124,43 @@ void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, f
   for (int64_t i = 0; i < n; ++i) {
     const float weighted = p[i] * (dp[i] - dot);
     out[i] = bfloat16(weighted * scale).bits;
+  }
+}
+
+void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                          float scale, uint16_t* out, int64_t out_ld, int64_t extent, float* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    uint16_t* out_row = out + r * out_ld;
+    const int64_t n = first_n + r * n_step;
+    const float shift = max_f32(row, n) * scale;
+    const float total = scale_shift_exp_sum_f32(row, row, n, scale, shift);
+    divide_to_bf16(row, n, total, out_row);
+    for (int64_t j = n; j < extent; ++j) out_row[j] = 0;
+    lse[r] = shift + std::log(total);
+  }
+}
+
+void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
+                        float scale, const float* lse, int64_t extent) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    const int64_t n = first_n + r * n_step;
+    scale_shift_exp_f32(row, row, n, scale, lse[r]);
+    for (int64_t j = n; j < extent; ++j) row[j] = 0;
+  }
+}
+
+void score_grad_rows_to_bf16(const float* p, const float* dp, int64_t ld, int64_t rows,
+                             int64_t first_n, int64_t n_step, float scale, uint16_t* out,
+                             int64_t out_ld, int64_t extent) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p_row = p + r * ld;
+    const float* dp_row = dp + r * ld;
+    uint16_t* out_row = out + r * out_ld;
+    const int64_t n = first_n + r * n_step;
+    score_grad_to_bf16(p_row, dp_row, n, dot_f32(p_row, dp_row, n), scale, out_row);
+    for (int64_t j = n; j < extent; ++j) out_row[j] = 0;
   }
 }
 
