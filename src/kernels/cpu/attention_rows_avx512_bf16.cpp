@@ -1,10 +1,12 @@
-// The tiled attention's softmax rows (kernels/pair_gemm.h, softmax_rows_to_bf16) on AVX-512
-// BF16: kRows rows at a time, each pass over them interleaved. One row at a time, each row's
-// max, exponentials, sum and division were short dependent chains (a gpt row has 1-256 values,
-// up to 16 vectors) with a fold, a log and a call between them, and they took about a quarter
-// of the attention's forward; interleaving rows gives the units independent work. Each row's
-// arithmetic is max_f32's, scale_shift_exp_sum_f32's and divide_to_bf16's, lane for lane and
-// in the same order, so the bits are those of the row functions.
+// The tiled attention's row passes on AVX-512 BF16 (kernels/pair_gemm.h): the softmax rounded
+// to bf16 with each row's log-sum-exp (forward), the probabilities again from the log-sum-exps
+// and dS rounded to bf16 (backward). kRows rows go at a time, each pass over them interleaved.
+// One row at a time, each row's max, exponentials, sum and division were short dependent chains
+// (a gpt row has 1-256 values, up to 16 vectors) with a fold, a log and a registry call between
+// them, and they took about a quarter of the attention's forward; interleaving rows gives the
+// units independent work. Each row's arithmetic is the row functions' (max_f32,
+// scale_shift_exp_sum_f32, divide_to_bf16; scale_shift_exp_f32; dot_f32, score_grad_to_bf16),
+// lane for lane and in their order, so the bits are theirs.
 #include <cmath>
 
 #include "kernels/cpu/bf16_round_avx512_bf16.h"

@@ -16,7 +16,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <type_traits>
 
 #include "kernels/convert_kernels.h"
