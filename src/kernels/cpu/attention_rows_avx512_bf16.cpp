@@ -30,14 +30,15 @@ struct Group {
   int64_t longest;
 };
 
-// Group r0 of `rows` rows (at most kRows), row r with first_n + r n_step values.
+// The rows of one call, r with first_n + r n_step values, and the operands they are read from
+// and written to; groups of at most kRows of them.
 struct Rows {
-  float* s;  // null where s is only read, from `in`
-  const float* in;
-  const float* other;
-  int64_t ld;
-  uint16_t* out;
-  int64_t out_ld, rows, first_n, n_step, extent;
+  int64_t ld, rows, first_n, n_step, extent;
+  float* s = nullptr;  // null where s is only read, from `in`
+  const float* in = nullptr;
+  const float* other = nullptr;
+  uint16_t* out = nullptr;
+  int64_t out_ld = 0;
 
   int size(int64_t r0) const { return rows - r0 < kRows ? int(rows - r0) : kRows; }
   Group group(int64_t r0) const {
@@ -222,16 +223,11 @@ void row_score_grads(const Group& g, const float (&dot)[R], float scale) {
 
 void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
                           float scale, uint16_t* out, int64_t out_ld, int64_t extent, float* lse) {
-  const Rows all{.s = s,
-                 .in = s,
-                 .other = nullptr,
-                 .ld = ld,
-                 .out = out,
-                 .out_ld = out_ld,
-                 .rows = rows,
-                 .first_n = first_n,
-                 .n_step = n_step,
-                 .extent = extent};
+  Rows all{.ld = ld, .rows = rows, .first_n = first_n, .n_step = n_step, .extent = extent};
+  all.s = s;
+  all.in = s;
+  all.out = out;
+  all.out_ld = out_ld;
   for_groups(all, [&]<int R>(const Group& g, int64_t r0) {
     float m[R], shift[R], total[R];
     row_maxima<R>(g, m);
@@ -245,16 +241,9 @@ void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, i
 
 void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
                         float scale, const float* lse, int64_t extent) {
-  const Rows all{.s = s,
-                 .in = s,
-                 .other = nullptr,
-                 .ld = ld,
-                 .out = nullptr,
-                 .out_ld = 0,
-                 .rows = rows,
-                 .first_n = first_n,
-                 .n_step = n_step,
-                 .extent = extent};
+  Rows all{.ld = ld, .rows = rows, .first_n = first_n, .n_step = n_step, .extent = extent};
+  all.s = s;
+  all.in = s;
   for_groups(all, [&]<int R>(const Group& g, int64_t r0) {
     row_probabilities<R>(g, scale, lse + r0);
     zero_tails<float, R>(g.row, g.n, extent);
@@ -264,16 +253,11 @@ void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int
 void score_grad_rows_to_bf16(const float* p, const float* dp, int64_t ld, int64_t rows,
                              int64_t first_n, int64_t n_step, float scale, uint16_t* out,
                              int64_t out_ld, int64_t extent) {
-  const Rows all{.s = nullptr,
-                 .in = dp,
-                 .other = p,
-                 .ld = ld,
-                 .out = out,
-                 .out_ld = out_ld,
-                 .rows = rows,
-                 .first_n = first_n,
-                 .n_step = n_step,
-                 .extent = extent};
+  Rows all{.ld = ld, .rows = rows, .first_n = first_n, .n_step = n_step, .extent = extent};
+  all.in = dp;
+  all.other = p;
+  all.out = out;
+  all.out_ld = out_ld;
   for_groups(all, [&]<int R>(const Group& g, int64_t) {
     float dot[R];
     row_dots<R>(g, dot);
