@@ -4,7 +4,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/pair_gemm.h"
@@ -363,6 +363,10 @@ struct RowGroupCase {
   int64_t extent() const { return longest() + 5; }
   int64_t ld() const { return extent() + 11; }
   int64_t n(int64_t r) const { return first_n + r * n_step; }
+  std::string name() const {
+    return "rows " + std::to_string(rows) + ", first_n " + std::to_string(first_n) +
+           ", n_step " + std::to_string(n_step);
+  }
 };
 
 std::vector<RowGroupCase> row_group_cases() {
@@ -412,8 +416,7 @@ TEST(PairGemm, SoftmaxRowGroupsAreTheRowsOneAtATime) {
       std::fill(out + c.n(r), out + c.extent(), uint16_t(0));
       lse_row[size_t(r)] = shift + std::log(total);
     }
-    const std::string where = "rows " + std::to_string(c.rows) + ", first_n " +
-                              std::to_string(c.first_n) + ", n_step " + std::to_string(c.n_step);
+    const std::string where = c.name();
     ASSERT_EQ(out_row, out_ref) << where;
     ASSERT_EQ(out_fast, out_ref) << where;
     ASSERT_TRUE(same_floats(s_fast, s_row) && same_floats(s_ref, s_row)) << where;
@@ -442,8 +445,7 @@ TEST(PairGemm, BackwardRowGroupsAreTheRowsOneAtATime) {
       kernels::avx512::scale_shift_exp_f32(row, row, c.n(r), scale, lse[size_t(r)]);
       std::fill(row + c.n(r), row + c.extent(), 0.0f);
     }
-    const std::string where = "rows " + std::to_string(c.rows) + ", first_n " +
-                              std::to_string(c.first_n) + ", n_step " + std::to_string(c.n_step);
+    const std::string where = c.name();
     ASSERT_TRUE(same_floats(p_fast, p_row) && same_floats(p_ref, p_row)) << where;
 
     const std::vector<float> dp = random_scores(scores.size(), rng);
