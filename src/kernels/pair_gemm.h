@@ -135,9 +135,6 @@ void pair_gemm(const PairGemm& g);
 void transpose_to_bf16(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                        const float* bias, uint16_t* dst, int64_t ld_dst);
 void round_to_bf16_widened(const float* x, int64_t n, float* out);
-void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out);
-void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
-                        uint16_t* out);
 void softmax_rows_to_bf16(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,
                           float scale, uint16_t* out, int64_t out_ld, int64_t extent, float* lse);
 void probabilities_rows(float* s, int64_t ld, int64_t rows, int64_t first_n, int64_t n_step,

@@ -324,32 +324,28 @@ TEST(PairGemm, Fp32PackingsAreThePackingsOfTheRoundedValues) {
   }
 }
 
+// The scalar row functions that define the attention's bf16 rows (the AVX-512 row groups are
+// held to them below): each value is the formula in fp32, rounded once to bf16, for values of
+// every kind.
 TEST(PairGemm, RowsRoundedToBf16AreTheFormulasRoundedOnce) {
-  require_bf16_units();
   const std::vector<float> x = rounding_inputs();
   std::vector<float> y(x.size());
   for (size_t i = 0; i < x.size(); ++i) y[i] = x[(i * 7919) % x.size()];
-  for (size_t n : {size_t(1), size_t(31), size_t(32), size_t(33), size_t(100), x.size()}) {
-    for (float d : {3.0f, 0.7f, 1e30f}) {
-      std::vector<uint16_t> fast(n), scalar(n);
-      kernels::avx512_bf16::divide_to_bf16(x.data(), int64_t(n), d, fast.data());
-      kernels::ref::divide_to_bf16(x.data(), int64_t(n), d, scalar.data());
-      ASSERT_EQ(fast, scalar) << "divide_to_bf16, n " << n << ", d " << d;
-      for (size_t i = 0; i < n; ++i) {
-        const float quotient = x[i] / d;
-        ASSERT_EQ(scalar[i], bfloat16(quotient).bits) << x[i] << " / " << d;
-      }
+  const size_t n = x.size();
+  for (float d : {3.0f, 0.7f, 1e30f}) {
+    std::vector<uint16_t> scalar(n);
+    kernels::ref::divide_to_bf16(x.data(), int64_t(n), d, scalar.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float quotient = x[i] / d;
+      ASSERT_EQ(scalar[i], bfloat16(quotient).bits) << x[i] << " / " << d;
     }
-    for (float dot : {0.0f, 0.25f}) {
-      std::vector<uint16_t> fast(n), scalar(n);
-      kernels::avx512_bf16::score_grad_to_bf16(x.data(), y.data(), int64_t(n), dot, 0.125f,
-                                               fast.data());
-      kernels::ref::score_grad_to_bf16(x.data(), y.data(), int64_t(n), dot, 0.125f, scalar.data());
-      ASSERT_EQ(fast, scalar) << "score_grad_to_bf16, n " << n << ", dot " << dot;
-      for (size_t i = 0; i < n; ++i) {
-        const float weighted = x[i] * (y[i] - dot), grad = weighted * 0.125f;
-        ASSERT_EQ(scalar[i], bfloat16(grad).bits) << x[i] << ", " << y[i];
-      }
+  }
+  for (float dot : {0.0f, 0.25f}) {
+    std::vector<uint16_t> scalar(n);
+    kernels::ref::score_grad_to_bf16(x.data(), y.data(), int64_t(n), dot, 0.125f, scalar.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float weighted = x[i] * (y[i] - dot), grad = weighted * 0.125f;
+      ASSERT_EQ(scalar[i], bfloat16(grad).bits) << x[i] << ", " << y[i];
     }
   }
 }
@@ -389,8 +385,9 @@ bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// softmax_rows_to_bf16 is each row's max, exponentials and sum, and quotients, as the AVX-512
-// row functions compute them one row at a time: the groups, the scalar version and the rows one
+// softmax_rows_to_bf16 is each row's max, exponentials and sum, and quotients, as the row
+// functions compute them one row at a time (the vectorized max and exponentials, and the
+// scalar quotients, which define the rounding): the groups, the scalar version and the rows one
 // at a time give the same bits in the bf16 probabilities (with their zero tails), the
 // exponentials left in the scores and the log-sum-exps.
 TEST(PairGemm, SoftmaxRowGroupsAreTheRowsOneAtATime) {
@@ -412,7 +409,7 @@ TEST(PairGemm, SoftmaxRowGroupsAreTheRowsOneAtATime) {
       uint16_t* out = out_row.data() + r * c.ld();
       const float shift = kernels::avx512::max_f32(row, c.n(r)) * scale;
       const float total = kernels::avx512::scale_shift_exp_sum_f32(row, row, c.n(r), scale, shift);
-      kernels::avx512_bf16::divide_to_bf16(row, c.n(r), total, out);
+      kernels::ref::divide_to_bf16(row, c.n(r), total, out);
       std::fill(out + c.n(r), out + c.extent(), uint16_t(0));
       lse_row[size_t(r)] = shift + std::log(total);
     }
@@ -460,12 +457,36 @@ TEST(PairGemm, BackwardRowGroupsAreTheRowsOneAtATime) {
       const float* g = dp.data() + r * c.ld();
       uint16_t* out = ds_row.data() + r * c.ld();
       const float dot = kernels::avx512::dot_f32(p, g, c.n(r));
-      kernels::avx512_bf16::score_grad_to_bf16(p, g, c.n(r), dot, scale, out);
+      kernels::ref::score_grad_to_bf16(p, g, c.n(r), dot, scale, out);
       std::fill(out + c.n(r), out + c.extent(), uint16_t(0));
     }
     ASSERT_EQ(ds_row, ds_ref) << where;
     ASSERT_EQ(ds_fast, ds_ref) << where;
   }
+}
+
+// dS's rounding on values of every finite kind: P and dP drawn from the rounding inputs
+// (subnormals, signed zeros, values near the top of fp32's range left out so that the dot
+// products stay finite), in groups of every size.
+TEST(PairGemm, ScoreGradRowGroupsRoundValuesOfEveryKind) {
+  require_bf16_units();
+  std::vector<float> pool;
+  for (float v : rounding_inputs()) {
+    if (std::isfinite(v) && std::fabs(v) < 1e30f) pool.push_back(v);
+  }
+  const RowGroupCase c{.rows = 7, .first_n = 37, .n_step = 1};
+  const size_t size = size_t(c.rows * c.ld());
+  std::vector<float> p(size), dp(size);
+  for (size_t e = 0; e < size; ++e) {
+    p[e] = pool[(e * 13) % pool.size()];
+    dp[e] = pool[(e * 7919 + 5) % pool.size()];
+  }
+  std::vector<uint16_t> fast(size, 7), scalar = fast;
+  kernels::avx512_bf16::score_grad_rows_to_bf16(p.data(), dp.data(), c.ld(), c.rows, c.first_n,
+                                                c.n_step, 0.125f, fast.data(), c.ld(), c.extent());
+  kernels::ref::score_grad_rows_to_bf16(p.data(), dp.data(), c.ld(), c.rows, c.first_n, c.n_step,
+                                        0.125f, scalar.data(), c.ld(), c.extent());
+  ASSERT_EQ(fast, scalar);
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // broadcasts of A and 24 vdpbf16ps, enough independent sums to keep both units busy. From a B
 // panel read straight through they run at 95-97% of the one-core peak from L2, at 80-90% on
 // the attention's sizes (docs/performance.md). A tile stores its fp32 sums, or adds the bias
-// and rounds them to bf16 itself. Also here: the attention's P and dS rows computed and
-// rounded to bf16 in one pass, with the conversion's subnormal fix-up, and the packing that
-// sums a linear layer's output gradient for its bias.
+// and rounds them to bf16 itself. Also here: the packing that sums a linear layer's output
+// gradient for its bias. The attention's P and dS rows are in attention_rows_avx512_bf16.cpp.
 #include "kernels/cpu/bf16_round_avx512_bf16.h"
 #include "kernels/cpu/transpose16_avx512.h"
 #include "kernels/pair_gemm.h"
@@ -487,23 +486,6 @@ void round_to_bf16_widened(const float* x, int64_t n, float* out) {
     _mm512_mask_storeu_ps(out + i, m.lo, widen16(_mm512_castsi512_si256(bits)));
     _mm512_mask_storeu_ps(out + i + 16, m.hi, widen16(_mm512_extracti64x4_epi64(bits, 1)));
   }
-}
-
-void divide_to_bf16(const float* x, int64_t n, float d, uint16_t* out) {
-  const __m512 v = _mm512_set1_ps(d);
-  rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
-    return _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), v);
-  });
-}
-
-void score_grad_to_bf16(const float* p, const float* dp, int64_t n, float dot, float scale,
-                        uint16_t* out) {
-  const __m512 d = _mm512_set1_ps(dot), s = _mm512_set1_ps(scale);
-  rows_to_bf16(n, out, [&](int64_t i, __mmask16 m) {
-    const __m512 w = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + i),
-                                   _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp + i), d));
-    return _mm512_mul_ps(w, s);
-  });
 }
 
 }  // namespace mixp::kernels::avx512_bf16
